@@ -1,0 +1,96 @@
+package io.pyrocks.statestore
+
+import java.nio.ByteBuffer
+
+import scala.collection.mutable.ArrayBuffer
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, NoPrefixKeyStateEncoderSpec, RocksDBStateEncoder, UnsafeRowDataEncoder}
+import org.apache.spark.sql.types.StructType
+import org.apache.spark.unsafe.Platform
+
+/**
+ * How one column family's rows become bytes. Keys must sort so that prefix and range scans
+ * are plain seeks: for those specs we use Spark's own key encoders rather than re-deriving
+ * their layouts. A key spec without scans (NoPrefix) only needs point lookups and full
+ * iteration, so its rows travel as they are, with no encoding copy on the hot path.
+ *
+ * Values are UnsafeRow bytes; with multiple values per key, a value is a sequence of
+ * `[length u32][row]` entries, so a merge is a plain byte append in the worker.
+ */
+final class ColumnFamilyCodec(
+    keySchema: StructType,
+    valueSchema: StructType,
+    spec: KeyStateEncoderSpec,
+    val multipleValues: Boolean) {
+
+  private val keyFields = keySchema.length
+  private val valueFields = valueSchema.length
+  private val sparkEncoder = spec match {
+    case _: NoPrefixKeyStateEncoderSpec => None
+    case _ => Some(RocksDBStateEncoder.getKeyEncoder(
+      new UnsafeRowDataEncoder(spec, valueSchema), spec, false))
+  }
+
+  def supportsPrefixScan: Boolean = sparkEncoder.exists(_.supportPrefixKeyScan)
+  def supportsRangeScan: Boolean = sparkEncoder.exists(_.supportsRangeScan)
+
+  def key(row: UnsafeRow): Payload = sparkEncoder match {
+    case Some(enc) => new BytesPayload(enc.encodeKey(row))
+    case None => new RowPayload(row)
+  }
+
+  def keyBytes(row: UnsafeRow): Array[Byte] = sparkEncoder match {
+    case Some(enc) => enc.encodeKey(row)
+    case None => row.getBytes
+  }
+
+  def prefix(row: UnsafeRow): Array[Byte] = sparkEncoder match {
+    case Some(enc) if enc.supportPrefixKeyScan => enc.encodePrefixKey(row)
+    case _ => throw new UnsupportedOperationException(
+      s"prefix scan needs a PrefixKeyScanStateEncoderSpec; this column family uses $spec")
+  }
+
+  def decodeKey(bytes: Array[Byte]): UnsafeRow = sparkEncoder match {
+    case Some(enc) => enc.decodeKey(bytes).copy() // the encoder reuses its result row
+    case None => row(bytes, 0, bytes.length, keyFields)
+  }
+
+  def value(row: UnsafeRow): Payload = if (!multipleValues) new RowPayload(row) else {
+    valueList(Array(row))
+  }
+
+  def valueList(rows: Array[UnsafeRow]): Payload = {
+    val size = rows.map(_.getSizeInBytes + 4).sum
+    val buf = new Array[Byte](size)
+    var pos = 0
+    rows.foreach { r =>
+      ByteBuffer.wrap(buf, pos, 4).putInt(r.getSizeInBytes)
+      r.writeToMemory(buf, Platform.BYTE_ARRAY_OFFSET + pos + 4)
+      pos += 4 + r.getSizeInBytes
+    }
+    new BytesPayload(buf)
+  }
+
+  def decodeValue(bytes: Array[Byte]): UnsafeRow =
+    if (multipleValues) decodeValues(bytes).headOption.orNull
+    else row(bytes, 0, bytes.length, valueFields)
+
+  def decodeValues(bytes: Array[Byte]): Seq[UnsafeRow] = {
+    if (!multipleValues) return Seq(row(bytes, 0, bytes.length, valueFields))
+    val rows = ArrayBuffer.empty[UnsafeRow]
+    val buf = ByteBuffer.wrap(bytes)
+    while (buf.remaining() >= 4) {
+      val len = buf.getInt()
+      rows += row(bytes, buf.position(), len, valueFields)
+      buf.position(buf.position() + len)
+    }
+    rows.toSeq
+  }
+
+  private def row(bytes: Array[Byte], offset: Int, length: Int, fields: Int): UnsafeRow = {
+    val r = new UnsafeRow(fields)
+    r.pointTo(bytes, Platform.BYTE_ARRAY_OFFSET + offset, length)
+    r
+  }
+}

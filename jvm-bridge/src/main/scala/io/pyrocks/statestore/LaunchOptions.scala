@@ -1,0 +1,59 @@
+package io.pyrocks.statestore
+
+import org.apache.spark.SparkEnv
+
+/**
+ * The options the shim needs before any worker exists. Every other
+ * `spark.sql.streaming.stateStore.pyrocks.*` key is validated by the worker against the
+ * option table in `state_store/options.py`, which also lists these keys.
+ */
+final case class LaunchOptions(
+    pythonExec: String,
+    pythonPath: Option[String],
+    workers: Int,
+    writeBatchBytes: Int,
+    localDir: String)
+
+object LaunchOptions {
+  val Prefix = "spark.sql.streaming.stateStore.pyrocks."
+
+  def fromConfs(confs: Map[String, String]): LaunchOptions = {
+    def text(key: String): Option[String] = confs.get(Prefix + key).map { v =>
+      if (v.trim.isEmpty) invalid(key, v, "a non-empty value")
+      v.trim
+    }
+    def positive(key: String): Option[Int] = text(key).map { v =>
+      val n = try v.toInt catch { case _: NumberFormatException => 0 }
+      if (n < 1) invalid(key, v, "an integer >= 1")
+      n
+    }
+    LaunchOptions(
+      pythonExec = text("pythonExec")
+        .orElse(sys.env.get("PYSPARK_PYTHON").filter(_.nonEmpty))
+        .getOrElse("python3"),
+      pythonPath = text("pythonPath"),
+      workers = positive("workers").getOrElse(taskSlots()),
+      writeBatchBytes = positive("writeBatchBytes").getOrElse(1 << 20),
+      localDir = text("localDir").getOrElse(System.getProperty("java.io.tmpdir")))
+  }
+
+  private def invalid(key: String, value: String, accepted: String): Nothing =
+    throw new IllegalArgumentException(
+      s"invalid value '$value' for $Prefix$key; accepted: $accepted")
+
+  /** Concurrent tasks an executor runs: each gets a worker, so they never queue. */
+  private def taskSlots(): Int = {
+    val conf = Option(SparkEnv.get).map(_.conf)
+    val local = """local(?:-cluster)?\[(\*|\d+)(?:,.*)?\]""".r
+    val master = conf.flatMap(_.getOption("spark.master")).getOrElse("")
+    val fromMaster = master match {
+      case local("*") => Some(Runtime.getRuntime.availableProcessors())
+      case local(n) if master.startsWith("local[") => Some(n.toInt)
+      case _ => None
+    }
+    fromMaster
+      .orElse(conf.flatMap(_.getOption("spark.executor.cores")).map(_.toInt))
+      .getOrElse(1)
+      .max(1)
+  }
+}

@@ -1,0 +1,12 @@
+package io.pyrocks.statestore
+
+import org.apache.spark.scheduler.{SparkListener, SparkListenerApplicationEnd}
+
+/**
+ * Stops this JVM's workers when the application ends. Needed in local mode, where the JVM
+ * (and so the pool) outlives `SparkSession.stop()`; executor JVMs take their workers with
+ * them when they exit. Registered through `spark.extraListeners` by `spark_conf()`.
+ */
+class PyRocksLifecycleListener extends SparkListener {
+  override def onApplicationEnd(end: SparkListenerApplicationEnd): Unit = WorkerPool.shutdown()
+}

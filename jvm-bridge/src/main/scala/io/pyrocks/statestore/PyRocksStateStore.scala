@@ -1,0 +1,245 @@
+package io.pyrocks.statestore
+
+import java.nio.ByteBuffer
+import java.nio.charset.StandardCharsets.UTF_8
+
+import org.apache.spark.TaskContext
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.types.StructType
+
+/**
+ * A read-only or writable view of one version of a store. All state lives in the worker;
+ * this class turns Spark's rows into wire records and back.
+ *
+ * Contract points (from Spark's `StateStore` trait):
+ *  - `get` returns null for a missing key and sees this store's own uncommitted writes;
+ *  - rows passed to `put` may be reused by the caller after it returns (we copy at once);
+ *  - iterators may be used while the store is being updated;
+ *  - `abort` may follow `commit` and then does nothing; a store left UPDATING when its task
+ *    completes is aborted.
+ */
+class PyRocksStateStore(
+    provider: PyRocksStateStoreProvider,
+    val version: Long,
+    readOnly: Boolean) extends StateStore {
+  import Wire._
+
+  private sealed trait Phase
+  private case object Updating extends Phase
+  private case object Committed extends Phase
+  private case object Aborted extends Phase
+  @volatile private var phase: Phase = Updating
+
+  Option(TaskContext.get()).foreach(_.addTaskCompletionListener[Unit] { _ =>
+    if (phase == Updating && !readOnly) abort()
+  })
+
+  override def id: StateStoreId = provider.stateStoreId
+
+  override def toString: String = s"PyRocksStateStore[${provider.describe}, version=$version]"
+
+  // ---- reads --------------------------------------------------------------------------------
+
+  override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
+    val codec = provider.codec(colFamilyName)
+    fetch(colFamilyName, codec.keyBytes(key)).map(codec.decodeValue).orNull
+  }
+
+  override def valuesIterator(key: UnsafeRow, colFamilyName: String): Iterator[UnsafeRow] = {
+    val codec = provider.codec(colFamilyName)
+    fetch(colFamilyName, codec.keyBytes(key)).map(codec.decodeValues).getOrElse(Nil).iterator
+  }
+
+  private def fetch(cf: String, key: Array[Byte]): Option[Array[Byte]] = {
+    val cfBytes = cfField(cf)
+    val body = ByteBuffer.allocate(2 + cfBytes.length + key.length)
+      .putShort(cfBytes.length.toShort).put(cfBytes).put(key).array()
+    val answer = provider.request(Get, body)
+    if (answer(0) == 0) None else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
+  }
+
+  override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] =
+    scan(colFamilyName, ScanAll, Array.emptyByteArray, Array.emptyByteArray, multi = false)
+
+  override def iteratorWithMultiValues(cf: String): StateStoreIterator[UnsafeRowPair] =
+    scan(cf, ScanAll, Array.emptyByteArray, Array.emptyByteArray, multi = true)
+
+  override def prefixScan(prefixKey: UnsafeRow, cf: String): StateStoreIterator[UnsafeRowPair] =
+    scan(cf, ScanPrefix, provider.codec(cf).prefix(prefixKey), Array.emptyByteArray, multi = false)
+
+  override def prefixScanWithMultiValues(
+      prefixKey: UnsafeRow, cf: String): StateStoreIterator[UnsafeRowPair] =
+    scan(cf, ScanPrefix, provider.codec(cf).prefix(prefixKey), Array.emptyByteArray, multi = true)
+
+  override def rangeScan(
+      startKey: Option[UnsafeRow],
+      endKey: Option[UnsafeRow],
+      cf: String): StateStoreIterator[UnsafeRowPair] = {
+    val codec = provider.codec(cf)
+    if (!codec.supportsRangeScan) {
+      throw new UnsupportedOperationException(
+        s"range scan needs a RangeKeyScanStateEncoderSpec for column family $cf")
+    }
+    def bound(row: Option[UnsafeRow]) = row.map(codec.keyBytes).getOrElse(Array.emptyByteArray)
+    scan(cf, ScanRange, bound(startKey), bound(endKey), multi = false)
+  }
+
+  private def scan(cf: String, mode: Byte, a: Array[Byte], b: Array[Byte],
+      multi: Boolean): StateStoreIterator[UnsafeRowPair] = {
+    val codec = provider.codec(cf)
+    val chunks = new ChunkedScan(provider, provider.nextIteratorId(), mode, cfField(cf), a, b)
+    val pairs = chunks.flatMap { case (k, v) =>
+      val key = codec.decodeKey(k)
+      if (multi) codec.decodeValues(v).iterator.map(new UnsafeRowPair(key, _))
+      else Iterator.single(new UnsafeRowPair(key, codec.decodeValue(v)))
+    }
+    new StateStoreIterator(pairs, () => chunks.close())
+  }
+
+  override def allColumnFamilyNames: Set[String] = provider.columnFamilies()
+
+  // ---- writes -------------------------------------------------------------------------------
+
+  override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
+    require(value != null, "Cannot put a null value")
+    val codec = writable(colFamilyName)
+    provider.write(OpPut, colFamilyName, codec.key(key), codec.value(value))
+  }
+
+  override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
+    val codec = writable(colFamilyName)
+    provider.write(OpDelete, colFamilyName, codec.key(key), new BytesPayload(Array.emptyByteArray))
+  }
+
+  override def merge(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit =
+    mergeList(key, Array(value), colFamilyName)
+
+  override def putList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit = {
+    val codec = multiValued(colFamilyName, "putList")
+    provider.write(OpPut, colFamilyName, codec.key(key), codec.valueList(values))
+  }
+
+  override def mergeList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit = {
+    val codec = multiValued(colFamilyName, "merge")
+    provider.write(OpMerge, colFamilyName, codec.key(key), codec.valueList(values))
+  }
+
+  override def deleteRange(beginKey: UnsafeRow, endKey: UnsafeRow, colFamilyName: String): Unit = {
+    val codec = writable(colFamilyName)
+    provider.write(OpDeleteRange, colFamilyName, new BytesPayload(codec.keyBytes(beginKey)),
+      new BytesPayload(codec.keyBytes(endKey)))
+  }
+
+  override def createColFamilyIfAbsent(
+      colFamilyName: String,
+      keySchema: StructType,
+      valueSchema: StructType,
+      keyStateEncoderSpec: KeyStateEncoderSpec,
+      useMultipleValuesPerKey: Boolean,
+      isInternal: Boolean): Unit = {
+    requireUpdating("create a column family")
+    provider.registerColumnFamily(colFamilyName, keySchema, valueSchema, keyStateEncoderSpec,
+      useMultipleValuesPerKey)
+    val empty = new BytesPayload(Array.emptyByteArray)
+    provider.write(OpCreateCf, colFamilyName, empty, empty)
+  }
+
+  override def removeColFamilyIfExists(colFamilyName: String): Boolean = {
+    requireUpdating("remove a column family")
+    provider.request(DropCf, colFamilyName.getBytes(UTF_8))(0) == 1
+  }
+
+  private def writable(cf: String): ColumnFamilyCodec = {
+    requireUpdating("write")
+    provider.codec(cf)
+  }
+
+  private def multiValued(cf: String, what: String): ColumnFamilyCodec = {
+    val codec = writable(cf)
+    if (!codec.multipleValues) {
+      throw new UnsupportedOperationException(
+        s"$what needs a column family created with useMultipleValuesPerKey; $cf is not")
+    }
+    codec
+  }
+
+  private def requireUpdating(what: String): Unit = {
+    if (readOnly) throw new IllegalStateException(s"cannot $what: $this is read-only")
+    if (phase != Updating) throw new IllegalStateException(s"cannot $what: $this is $phase")
+  }
+
+  // ---- lifecycle ----------------------------------------------------------------------------
+
+  override def commit(): Long = {
+    requireUpdating("commit")
+    val newVersion = version + 1
+    provider.commit(newVersion)
+    phase = Committed
+    newVersion
+  }
+
+  override def abort(): Unit = {
+    if (phase == Updating && !readOnly) provider.abort()
+    if (phase != Committed) phase = Aborted
+  }
+
+  override def release(): Unit = {}
+
+  override def hasCommitted: Boolean = phase == Committed
+
+  override def metrics: StateStoreMetrics = provider.metrics()
+
+  override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo =
+    StateStoreCheckpointInfo(id.partitionId, version + 1, None, None)
+
+  private def cfField(cf: String): Array[Byte] =
+    if (cf == DefaultCf) Array.emptyByteArray else cf.getBytes(UTF_8)
+}
+
+/** Streams a scan from the worker in chunks; the worker holds the RocksDB iterator. */
+final class ChunkedScan(
+    provider: PyRocksStateStoreProvider,
+    iteratorId: Int,
+    mode: Byte,
+    cf: Array[Byte],
+    a: Array[Byte],
+    b: Array[Byte]) extends Iterator[(Array[Byte], Array[Byte])] {
+
+  private var chunk: ByteBuffer = open()
+  private var more: Boolean = chunk.get() == 1
+  private var closed = false
+
+  private def open(): ByteBuffer = {
+    val body = ByteBuffer.allocate(4 + 1 + 2 + cf.length + 4 + a.length + 4 + b.length)
+      .putInt(iteratorId).put(mode).putShort(cf.length.toShort).put(cf)
+      .putInt(a.length).put(a).putInt(b.length).put(b).array()
+    ByteBuffer.wrap(provider.request(Wire.IterOpen, body))
+  }
+
+  override def hasNext: Boolean = {
+    if (!chunk.hasRemaining && more && !closed) {
+      chunk = ByteBuffer.wrap(provider.request(Wire.IterNext,
+        ByteBuffer.allocate(4).putInt(iteratorId).array()))
+      more = chunk.get() == 1
+    }
+    chunk.hasRemaining
+  }
+
+  override def next(): (Array[Byte], Array[Byte]) = {
+    if (!hasNext) throw new NoSuchElementException("end of state store scan")
+    (take(), take())
+  }
+
+  private def take(): Array[Byte] = {
+    val bytes = new Array[Byte](chunk.getInt())
+    chunk.get(bytes)
+    bytes
+  }
+
+  /** Lets the worker drop its iterator early when the caller stops before the end. */
+  def close(): Unit = if (!closed) {
+    closed = true
+    if (more) provider.tell(Wire.IterClose, ByteBuffer.allocate(4).putInt(iteratorId).array())
+  }
+}

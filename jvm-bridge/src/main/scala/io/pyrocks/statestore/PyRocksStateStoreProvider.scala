@@ -1,0 +1,243 @@
+package io.pyrocks.statestore
+
+import java.nio.ByteBuffer
+import java.nio.charset.StandardCharsets.UTF_8
+import java.security.MessageDigest
+import java.util.UUID
+import java.util.concurrent.ConcurrentHashMap
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.hadoop.conf.Configuration
+import org.json4s.{DefaultFormats, JObject, JString}
+import org.json4s.jackson.JsonMethods.{compact, parse, render}
+
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.types.StructType
+
+/**
+ * Spark's entry point: `spark.sql.streaming.stateStore.providerClass` names this class.
+ *
+ * One provider serves one store (operator, partition, store name) for one query run. It
+ * holds one connection to the worker that owns the store's working copy; every call goes
+ * through `request`/`write` under the provider's lock, because Spark's maintenance thread
+ * calls in while a task may be using a store.
+ */
+class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
+  import PyRocksStateStoreProvider._
+
+  private var storeId: StateStoreId = _
+  private var storeConf: StateStoreConf = _
+  private var hadoopConf: Configuration = _
+  private var launch: LaunchOptions = _
+  private val codecs = new ConcurrentHashMap[String, ColumnFamilyCodec]()
+  private var connection: Connection = _
+  private val localName = UUID.randomUUID().toString
+  private var iteratorIds = 0
+
+  override def init(
+      stateStoreId: StateStoreId,
+      keySchema: StructType,
+      valueSchema: StructType,
+      keyStateEncoderSpec: KeyStateEncoderSpec,
+      useColumnFamilies: Boolean,
+      storeConfs: StateStoreConf,
+      hadoopConf: Configuration,
+      useMultipleValuesPerKey: Boolean,
+      stateSchemaProvider: Option[StateSchemaProvider]): Unit = {
+    this.storeId = stateStoreId
+    this.storeConf = storeConfs
+    this.hadoopConf = hadoopConf
+    this.launch = LaunchOptions.fromConfs(storeConfs.sqlConfs)
+    registerColumnFamily(Wire.DefaultCf, keySchema, valueSchema, keyStateEncoderSpec,
+      useMultipleValuesPerKey)
+    withConnection(_ => ()) // fail in init, not mid-batch, on a bad option or a broken worker
+  }
+
+  override def stateStoreId: StateStoreId = storeId
+
+  def describe: String = s"${storeId.checkpointRootLocation} operator ${storeId.operatorId} " +
+    s"partition ${storeId.partitionId} store ${storeId.storeName}"
+
+  override def getStore(
+      version: Long,
+      uniqueId: Option[String],
+      forceSnapshotOnCommit: Boolean,
+      loadEmpty: Boolean): StateStore = {
+    refuseUnsupported(uniqueId, loadEmpty)
+    load(version)
+    new PyRocksStateStore(this, version, readOnly = false)
+  }
+
+  override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore = {
+    refuseUnsupported(uniqueId, loadEmpty = false)
+    load(version)
+    new PyRocksStateStore(this, version, readOnly = true)
+  }
+
+  private def refuseUnsupported(uniqueId: Option[String], loadEmpty: Boolean): Unit = {
+    if (uniqueId.isDefined) {
+      throw new UnsupportedOperationException(s"$ProviderName does not support state store " +
+        "checkpoint IDs (spark.sql.streaming.stateStore.checkpointFormatVersion=2); use 1")
+    }
+    if (loadEmpty) {
+      throw new UnsupportedOperationException(s"$ProviderName does not support loading an " +
+        "empty store for offline repartitioning; repartition through a canonical savepoint")
+    }
+  }
+
+  private def load(version: Long): Unit = {
+    try request(Wire.Load, ByteBuffer.allocate(8).putLong(version).array())
+    catch {
+      case e: PyRocksStoreException => throw new IllegalStateException(
+        s"cannot load version $version of $describe: ${e.getMessage}", e)
+    }
+  }
+
+  private[statestore] def commit(newVersion: Long): Unit = {
+    try request(Wire.Commit, ByteBuffer.allocate(8).putLong(newVersion).array())
+    catch {
+      case NonFatal(e) => throw new IllegalStateException(
+        s"failed to commit version $newVersion of $describe: ${e.getMessage}", e)
+    }
+    if (storeConf.commitValidationEnabled) {
+      StateStore.reportCommitToCoordinator(newVersion, storeId, hadoopConf)
+    }
+  }
+
+  private[statestore] def abort(): Unit = synchronized {
+    // Buffered writes are dropped with the connection state; a dead worker has nothing to undo.
+    if (connection != null && !connection.isBroken) {
+      try request(Wire.Abort, Array.emptyByteArray) catch {
+        case NonFatal(e) => logWarning(s"abort of $describe failed: ${e.getMessage}")
+      }
+    }
+  }
+
+  // ---- column families ----------------------------------------------------------------------
+
+  private[statestore] def registerColumnFamily(
+      name: String,
+      keySchema: StructType,
+      valueSchema: StructType,
+      spec: KeyStateEncoderSpec,
+      multipleValues: Boolean): Unit =
+    codecs.putIfAbsent(name, new ColumnFamilyCodec(keySchema, valueSchema, spec, multipleValues))
+
+  private[statestore] def codec(cf: String): ColumnFamilyCodec = {
+    val c = codecs.get(cf)
+    if (c == null) throw new IllegalArgumentException(s"column family $cf is not registered " +
+      s"in $describe (registered: ${codecs.keySet().asScala.toSeq.sorted.mkString(", ")})")
+    c
+  }
+
+  private[statestore] def columnFamilies(): Set[String] = {
+    implicit val formats: DefaultFormats.type = DefaultFormats
+    parse(new String(request(Wire.ListCf, Array.emptyByteArray), UTF_8)).extract[List[String]].toSet
+  }
+
+  // ---- the connection -----------------------------------------------------------------------
+
+  private[statestore] def nextIteratorId(): Int = synchronized { iteratorIds += 1; iteratorIds }
+
+  private[statestore] def write(op: Byte, cf: String, key: Payload, value: Payload): Unit =
+    withConnection(_.write(op, cf, key, value))
+
+  private[statestore] def request(kind: Byte, body: Array[Byte]): Array[Byte] =
+    withConnection(_.request(kind, body))
+
+  private[statestore] def tell(kind: Byte, body: Array[Byte]): Unit =
+    withConnection(_.tell(kind, body))
+
+  /** Runs `f` on a live connection, opening one (and the store in the worker) if needed. */
+  private def withConnection[T](f: Connection => T): T = synchronized {
+    if (connection == null || connection.isBroken) {
+      connection = null
+      val pool = WorkerPool.get(launch)
+      val conn = pool.connect(math.abs(storeId.partitionId) % pool.size)
+      try conn.request(Wire.Open, openSpec) catch {
+        case NonFatal(e) => conn.close(); throw e
+      }
+      connection = conn
+    }
+    f(connection)
+  }
+
+  private def openSpec: Array[Byte] = {
+    val pyrocks = storeConf.sqlConfs.filter(_._1.startsWith(LaunchOptions.Prefix))
+    val spec = JObject(
+      "store_root" -> JString(storeId.storeCheckpointLocation().toString),
+      "store_path" -> JString(relativeStorePath),
+      "store_name" -> JString(describe),
+      "local_name" -> JString(localName),
+      "options" -> JObject(pyrocks.toList.map { case (k, v) => k -> JString(v) }))
+    compact(render(spec)).getBytes(UTF_8)
+  }
+
+  /** Where this store lives under a configured rootUrl: stable across restarts of a query. */
+  private def relativeStorePath: String = {
+    val digest = MessageDigest.getInstance("SHA-256")
+      .digest(storeId.checkpointRootLocation.getBytes(UTF_8))
+    val checkpoint = digest.take(8).map("%02x".format(_)).mkString
+    s"$checkpoint/${storeId.operatorId}/${storeId.partitionId}/${storeId.storeName}"
+  }
+
+  // ---- maintenance, metrics, close ----------------------------------------------------------
+
+  override def doMaintenance(): Unit = {
+    doSnapshotMaintenance()
+    doCleanupMaintenance()
+  }
+
+  /** Snapshots are taken at commit for now (see the engine's snapshot interval). */
+  override def doSnapshotMaintenance(): Unit = {}
+
+  override def doCleanupMaintenance(): Unit = synchronized {
+    if (connection != null && !connection.isBroken) {
+      request(Wire.Maintain, ByteBuffer.allocate(4).putInt(storeConf.minVersionsToRetain).array())
+    }
+  }
+
+  private[statestore] def metrics(): StateStoreMetrics = {
+    implicit val formats: DefaultFormats.type = DefaultFormats
+    val raw = parse(new String(request(Wire.Metrics, Array.emptyByteArray), UTF_8))
+      .extract[Map[String, Double]].map { case (k, v) => k -> v.toLong }
+    val custom: Map[StateStoreCustomMetric, Long] =
+      CustomMetrics.map(m => m -> raw.getOrElse(m.name.stripPrefix("pyrocks."), 0L)).toMap
+    StateStoreMetrics(raw.getOrElse("num_keys", 0L), raw.getOrElse("memory_bytes", 0L), custom)
+  }
+
+  override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = CustomMetrics
+
+  /** Releases the worker-side store and the connection. Never writes; never throws. */
+  override def close(): Unit = synchronized {
+    if (connection != null) {
+      if (!connection.isBroken) {
+        try connection.request(Wire.Close) catch {
+          case NonFatal(e) => logWarning(s"closing $describe: ${e.getMessage}")
+        }
+      }
+      connection.close()
+      connection = null
+    }
+  }
+}
+
+object PyRocksStateStoreProvider {
+  val ProviderName = "PyRocksStateStoreProvider"
+
+  /** Names match the keys of the worker's METRICS answer, behind a `pyrocks.` prefix. */
+  val CustomMetrics: Seq[StateStoreCustomMetric] = Seq(
+    StateStoreCustomTimingMetric("pyrocks.commit_ms", "pyrocks: time to commit (ms)"),
+    StateStoreCustomSizeMetric("pyrocks.changelog_bytes", "pyrocks: changelog bytes written"),
+    StateStoreCustomSumMetric("pyrocks.snapshots", "pyrocks: snapshots written"),
+    StateStoreCustomSizeMetric("pyrocks.snapshot_bytes", "pyrocks: snapshot bytes written"),
+    StateStoreCustomTimingMetric("pyrocks.load_ms", "pyrocks: time to load versions (ms)"),
+    StateStoreCustomSumMetric("pyrocks.replayed_versions", "pyrocks: changelogs replayed"),
+    StateStoreCustomSumMetric("pyrocks.rebuilds", "pyrocks: working copies rebuilt"),
+    StateStoreCustomSumMetric("pyrocks.lost_publish_races", "pyrocks: commits won by another attempt"),
+    StateStoreCustomSumMetric("pyrocks.gc_files_deleted", "pyrocks: files deleted by GC"),
+    StateStoreCustomSumMetric("pyrocks.round_trips", "pyrocks: requests answered by the worker"))
+}

@@ -1,0 +1,166 @@
+package io.pyrocks.statestore
+
+import java.io.{BufferedReader, File, InputStreamReader, IOException}
+import java.net.{StandardProtocolFamily, UnixDomainSocketAddress}
+import java.nio.channels.SocketChannel
+import java.nio.charset.StandardCharsets.UTF_8
+import java.nio.file.{Files, Path, Paths}
+import java.nio.file.attribute.PosixFilePermissions
+import java.util.concurrent.{CompletableFuture, TimeUnit}
+
+import scala.util.control.NonFatal
+
+import org.apache.spark.internal.Logging
+
+/** The task fails with this when a worker is gone; Spark's retry gets a fresh worker. */
+class WorkerFailedException(message: String, cause: Throwable = null)
+  extends RuntimeException(message, cause)
+
+/**
+ * The Python worker processes of this JVM. One pool per JVM: workers are an executor-wide
+ * resource shared by every store provider, and they must all go when the JVM goes.
+ *
+ * Invariants: sockets live in a private directory (mode 0700) created here; a worker's
+ * stdin is a pipe from this JVM, so a worker exits when the JVM dies, however it dies.
+ */
+object WorkerPool extends Logging {
+  private var current: Option[WorkerPool] = None
+
+  def get(opts: LaunchOptions): WorkerPool = synchronized {
+    current.filter(_.opts == opts).getOrElse {
+      current.foreach(_.shutdown())
+      val pool = new WorkerPool(opts)
+      current = Some(pool)
+      pool
+    }
+  }
+
+  /** Stops every worker; the next `get` starts a new pool. Safe to call more than once. */
+  def shutdown(): Unit = synchronized {
+    current.foreach(_.shutdown())
+    current = None
+  }
+
+  Runtime.getRuntime.addShutdownHook(new Thread(() => shutdown(), "pyrocks-pool-shutdown"))
+}
+
+final class WorkerPool(val opts: LaunchOptions) extends Logging {
+  val dir: Path = {
+    val parent = Paths.get(opts.localDir)
+    Files.createDirectories(parent)
+    Files.createTempDirectory(parent, "pyrocks-",
+      PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")))
+  }
+  private val slots = new Array[WorkerProcess](opts.workers)
+  @volatile private var closed = false
+
+  def size: Int = slots.length
+
+  /** A new connection to the worker of `slot`, starting or replacing the worker if needed. */
+  def connect(slot: Int): Connection = {
+    val worker = slots.synchronized {
+      if (closed) throw new WorkerFailedException("the pyrocks worker pool was shut down")
+      val existing = slots(slot)
+      if (existing == null || !existing.isAlive) {
+        if (existing != null) logWarning(s"replacing ${existing.describe}")
+        slots(slot) = new WorkerProcess(dir, slot, opts)
+      }
+      slots(slot)
+    }
+    worker.connect(opts.writeBatchBytes)
+  }
+
+  def shutdown(): Unit = slots.synchronized {
+    closed = true
+    slots.filter(_ != null).foreach(_.stop())
+    deleteRecursively(dir.toFile)
+  }
+
+  private def deleteRecursively(f: File): Unit = {
+    Option(f.listFiles()).foreach(_.foreach(deleteRecursively))
+    f.delete()
+  }
+}
+
+/** One `python -m state_store.worker` process and its socket. */
+final class WorkerProcess(poolDir: Path, index: Int, opts: LaunchOptions) extends Logging {
+  private val socketPath = poolDir.resolve(s"w$index.sock")
+  private val dataDir = poolDir.resolve(s"w$index")
+  private val stderrLog = poolDir.resolve(s"w$index.stderr")
+  private val process: Process = start()
+  val pid: Long = process.pid()
+
+  private def start(): Process = {
+    if (socketPath.toString.getBytes(UTF_8).length > 100) {
+      throw new WorkerFailedException(s"socket path $socketPath is too long for a Unix " +
+        s"domain socket; set ${LaunchOptions.Prefix}localDir to a shorter directory")
+    }
+    Files.deleteIfExists(socketPath)
+    val builder = new ProcessBuilder(opts.pythonExec, "-m", "state_store.worker",
+      "--socket", socketPath.toString, "--data-dir", dataDir.toString,
+      "--log", stderrLog.toString)
+    opts.pythonPath.foreach { p =>
+      val env = builder.environment()
+      env.put("PYTHONPATH", (p +: Option(env.get("PYTHONPATH")).toSeq).mkString(File.pathSeparator))
+    }
+    builder.redirectError(stderrLog.toFile)
+    val proc = try builder.start() catch {
+      case e: IOException => throw new WorkerFailedException(
+        s"cannot start the pyrocks worker '${opts.pythonExec}' " +
+          s"(set ${LaunchOptions.Prefix}pythonExec): ${e.getMessage}", e)
+    }
+    awaitReady(proc)
+    proc
+  }
+
+  private def awaitReady(proc: Process): Unit = {
+    val ready = CompletableFuture.supplyAsync[String](() =>
+      new BufferedReader(new InputStreamReader(proc.getInputStream, UTF_8)).readLine())
+    val line = try ready.get(120, TimeUnit.SECONDS) catch { case NonFatal(_) => null }
+    if (line == null || !line.startsWith("READY")) {
+      proc.destroyForcibly()
+      proc.waitFor(10, TimeUnit.SECONDS)
+      throw new WorkerFailedException(s"pyrocks worker '${opts.pythonExec} -m " +
+        s"state_store.worker' did not start (exit code ${exitCode(proc)}): ${stderrTail()}. " +
+        s"Is the state_store package importable by that Python? " +
+        s"(${LaunchOptions.Prefix}pythonExec / pythonPath)")
+    }
+  }
+
+  def isAlive: Boolean = process.isAlive
+
+  def connect(writeBatchBytes: Int): Connection = {
+    val channel = SocketChannel.open(StandardProtocolFamily.UNIX)
+    try channel.connect(UnixDomainSocketAddress.of(socketPath)) catch {
+      case e: IOException =>
+        channel.close()
+        throw new WorkerFailedException(s"cannot connect to $describe: ${e.getMessage}", e)
+    }
+    new Connection(channel, this, writeBatchBytes)
+  }
+
+  def describe: String = {
+    val state = if (process.isAlive) "running" else s"exited with code ${process.exitValue()}"
+    s"pyrocks worker $index (pid $pid, $state)"
+  }
+
+  /** Why this worker failed, for the task's error: its state and the end of its stderr. */
+  def describeFailure: String = {
+    process.waitFor(2, TimeUnit.SECONDS)
+    s"$describe; stderr: ${stderrTail()}"
+  }
+
+  private def stderrTail(): String = try {
+    val text = new String(Files.readAllBytes(stderrLog), UTF_8).trim
+    if (text.isEmpty) "(empty)" else text.takeRight(2000)
+  } catch { case NonFatal(_) => "(unavailable)" }
+
+  private def exitCode(proc: Process): String =
+    if (proc.isAlive) "none, still running" else proc.exitValue().toString
+
+  /** Closing stdin asks the worker to clean up and exit; it is killed if it does not. */
+  def stop(): Unit = {
+    try process.getOutputStream.close() catch { case NonFatal(_) => }
+    if (!process.waitFor(10, TimeUnit.SECONDS)) process.destroyForcibly()
+  }
+}

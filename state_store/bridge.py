@@ -1,0 +1,84 @@
+"""Builds the Scala shim (jvm-bridge/) into a jar, cached by source hash and pyspark version.
+
+The compiler is the one the pyspark wheel ships (`pyspark/jars/scala-compiler-*.jar`), run
+on the JVM already needed for Spark, so building needs neither sbt nor Maven. The build is
+automatic: `jar_path()` builds on first use and reuses the cached jar afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pyspark
+
+from .errors import StateStoreError
+
+SOURCE_DIR = Path(__file__).resolve().parent.parent / "jvm-bridge" / "src" / "main" / "scala"
+
+
+class ShimBuildError(StateStoreError):
+    """The shim jar could not be built; the message carries the compiler's output."""
+
+
+def pyspark_jars() -> Path:
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("PYROCKS_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME")
+    return Path(base or Path.home() / ".cache") / "pyrocks-state-store"
+
+
+def sources(source_dir: Path = SOURCE_DIR) -> list[Path]:
+    found = sorted(source_dir.rglob("*.scala"))
+    if not found:
+        raise ShimBuildError(
+            f"no Scala sources under {source_dir}: the shim cannot be built. Install the "
+            "project from its source tree (pip install -e .) so jvm-bridge/ is present."
+        )
+    return found
+
+
+def source_hash(files: list[Path]) -> str:
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for f in files:
+        digest.update(f.name.encode())
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def jar_path(source_dir: Path = SOURCE_DIR) -> Path:
+    """The shim jar for these sources and this pyspark, building it if it is not cached."""
+    files = sources(source_dir)
+    target = cache_dir() / f"pyrocks-shim-{pyspark.__version__}-{source_hash(files)}.jar"
+    if not target.exists():
+        build(files, target)
+    return target
+
+
+def build(files: list[Path], target: Path) -> None:
+    java = shutil.which("java", path=_java_path())
+    if java is None:
+        raise ShimBuildError("no `java` found (JAVA_HOME or PATH): Java 17 is required")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        staged = Path(tmp) / target.name
+        cmd = [java, "-Xss8m", "-cp", f"{pyspark_jars()}/*", "scala.tools.nsc.Main",
+               "-usejavacp", "-nowarn", "-d", str(staged), *map(str, files)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not staged.exists():
+            raise ShimBuildError(
+                f"compiling the shim failed (exit {done.returncode}):\n"
+                f"{done.stdout[-4000:]}{done.stderr[-4000:]}"
+            )
+        os.replace(staged, target)  # atomic: concurrent builders never see a partial jar
+
+
+def _java_path() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    return f"{home}/bin{os.pathsep}{os.environ.get('PATH', '')}" if home else None

@@ -1,0 +1,118 @@
+"""Every `spark.sql.streaming.stateStore.pyrocks.*` option: name, default, accepted values.
+
+This table is the single definition: the worker validates every key it is handed against
+it (unknown keys included), `spark.spark_conf()` validates on the driver before a query
+starts, and the README's configuration table is printed from it (`state-store options`).
+The shim reads the launch options (which Python, how many workers) itself, because it
+needs them before any worker exists; it checks their values with the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .errors import OptionError
+
+PREFIX = "spark.sql.streaming.stateStore.pyrocks."
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return lowered == "true"
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    key: str  # the part after PREFIX
+    field: str  # the StoreOptions attribute (or "" for launch options read by the shim)
+    parse: Callable[[str], Any]
+    default: str  # "" = computed at run time, described in `doc`
+    accepted: str
+    doc: str
+
+
+SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("pythonExec", "", _text, "", "a Python executable",
+               "Python that runs the workers; default: PYSPARK_PYTHON, else python3."),
+    OptionSpec("pythonPath", "", _text, "", "a directory",
+               "Prepended to the workers' PYTHONPATH; spark_conf() sets it to this package."),
+    OptionSpec("workers", "", _positive_int, "", "an integer >= 1",
+               "Worker processes per executor JVM; default: the executor's task slots."),
+    OptionSpec("writeBatchBytes", "", _positive_int, "1048576", "an integer >= 1",
+               "Bytes of buffered writes the shim ships in one frame."),
+    OptionSpec("localDir", "", _text, "", "a local directory",
+               "Where workers keep sockets and working RocksDB copies; default: java.io.tmpdir."),
+    OptionSpec("rootUrl", "root_url", _text, "", "an fsspec URL or local path",
+               "Durable root for state; default: each store's own checkpoint location."),
+    OptionSpec("snapshotInterval", "snapshot_interval", _positive_int, "10", "an integer >= 1",
+               "A full snapshot is written when a version's changelog chain reaches this length."),
+    OptionSpec("trackTotalNumberOfRows", "track_num_keys", _boolean, "true", "true or false",
+               "Count keys exactly (one extra lookup per put/remove) for numRowsTotal."),
+    OptionSpec("iteratorChunkBytes", "iterator_chunk_bytes", _positive_int, "1048576",
+               "an integer >= 1", "Bytes of key/value pairs per iterator chunk."),
+    OptionSpec("blockCacheMB", "block_cache_mb", _positive_int, "64", "an integer >= 1",
+               "RocksDB block cache per worker process, in MiB."),
+    OptionSpec("writeBufferMB", "write_buffer_mb", _positive_int, "16", "an integer >= 1",
+               "RocksDB memtable size per store, in MiB."),
+)
+BY_KEY = {spec.key: spec for spec in SPECS}
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """The options a worker's engine uses; launch options never reach it."""
+
+    root_url: str | None = None
+    snapshot_interval: int = 10
+    track_num_keys: bool = True
+    iterator_chunk_bytes: int = 1 << 20
+    block_cache_mb: int = 64
+    write_buffer_mb: int = 16
+
+
+def validate(raw: Mapping[str, str]) -> dict[str, Any]:
+    """Checks every pyrocks key in `raw` (full Spark keys or short ones); returns parsed values.
+
+    Keys outside the pyrocks prefix are ignored: Spark hands the provider every
+    `spark.sql.streaming.stateStore.*` key.
+    """
+    parsed: dict[str, Any] = {}
+    for full_key, text in raw.items():
+        short = full_key[len(PREFIX):] if full_key.startswith(PREFIX) else None
+        if short is None:
+            continue
+        spec = BY_KEY.get(short)
+        if spec is None:
+            known = ", ".join(s.key for s in SPECS)
+            raise OptionError(f"unknown option {full_key}; known options under {PREFIX}: {known}")
+        try:
+            parsed[short] = spec.parse(str(text))
+        except ValueError as e:
+            raise OptionError(
+                f"invalid value {text!r} for {full_key}: {e}; accepted: {spec.accepted}"
+            ) from e
+    return parsed
+
+
+def store_options(raw: Mapping[str, str]) -> StoreOptions:
+    parsed = validate(raw)
+    names = {f.name for f in fields(StoreOptions)}
+    values = {BY_KEY[k].field: v for k, v in parsed.items() if BY_KEY[k].field in names}
+    return StoreOptions(**values)

@@ -1,0 +1,51 @@
+"""Frames between the shim (jvm-bridge/.../Wire.scala) and a worker. Keep both in step.
+
+Request:  [length u32][type u8][body]   length counts type + body; big-endian throughout.
+Response: [length u32][status u8][body] status OK or ERROR (body = UTF-8 message).
+WRITES and ITER_CLOSE get no response: the shim never waits for them. An error while
+applying WRITES is held and returned by the next request that has a response.
+Nothing on the wire is ever unpickled: bodies are fixed binary layouts or UTF-8 JSON.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+
+
+class Request(IntEnum):
+    OPEN = 1  # body: JSON {store_root, store_name, local_dir, options}
+    LOAD = 2  # body: version i64                       -> JSON {num_keys}
+    WRITES = 3  # body: write records (records.py)       -> no response
+    GET = 4  # body: [cf_len u16][cf][key]               -> [found u8][value]
+    ITER_OPEN = 5  # body: [id u32][mode u8][cf_len u16][cf][a_len u32][a][b_len u32][b] -> chunk
+    ITER_NEXT = 6  # body: [id u32]                      -> chunk
+    ITER_CLOSE = 7  # body: [id u32]                     -> no response
+    COMMIT = 8  # body: new version i64                 -> JSON
+    ABORT = 9  # body: empty                            -> empty
+    METRICS = 10  # body: empty                          -> JSON
+    MAINTAIN = 11  # body: min versions to retain i32    -> JSON
+    CLOSE = 12  # body: empty                            -> empty
+    DROP_CF = 13  # body: UTF-8 name                     -> [dropped u8]
+    LIST_CF = 14  # body: empty                          -> JSON list
+
+
+NO_RESPONSE = frozenset({Request.WRITES, Request.ITER_CLOSE})
+
+
+class ScanMode(IntEnum):
+    ALL = 0
+    PREFIX = 1  # a = prefix
+    RANGE = 2  # a = start (inclusive, empty = unbounded), b = stop (exclusive, empty = unbounded)
+
+
+class Status(IntEnum):
+    OK = 0
+    ERROR = 1
+
+
+HEADER = struct.Struct(">IB")
+U32 = struct.Struct(">I")
+U16 = struct.Struct(">H")
+I64 = struct.Struct(">q")
+I32 = struct.Struct(">i")

@@ -1,0 +1,73 @@
+"""Write records: the unit of change, identical on the wire and in changelog files.
+
+A record is `[op u8][cf_len u16][cf][key_len u32][key][value_len u32][value]`, big-endian.
+The shim batches records into WRITES frames; the worker applies them and appends the very
+same bytes to the version's changelog, so a changelog is replayed by the code that applied
+the original writes and no re-encoding sits on the commit path.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .errors import ProtocolError
+
+DEFAULT_CF = "default"
+
+_HEAD = struct.Struct(">BH")
+_LEN = struct.Struct(">I")
+
+
+class Op(IntEnum):
+    PUT = 1
+    DELETE = 2
+    MERGE = 3  # append the value bytes to the existing value (multi-value column families)
+    DELETE_RANGE = 4  # key = inclusive start, value = exclusive end
+    CREATE_CF = 5
+    DROP_CF = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    op: Op
+    cf: str
+    key: bytes
+    value: bytes
+
+
+def encode(op: Op, cf: str, key: bytes = b"", value: bytes = b"") -> bytes:
+    cf_bytes = b"" if cf == DEFAULT_CF else cf.encode()
+    return b"".join(
+        (_HEAD.pack(op, len(cf_bytes)), cf_bytes, _LEN.pack(len(key)), key,
+         _LEN.pack(len(value)), value)
+    )
+
+
+def decode(buf: bytes | memoryview) -> Iterator[Record]:
+    """Yields the records of a WRITES payload or changelog body; raises on truncation."""
+    view = memoryview(buf)
+    pos, end = 0, len(view)
+    cf_names: dict[bytes, str] = {b"": DEFAULT_CF}
+    try:
+        while pos < end:
+            op, cf_len = _HEAD.unpack_from(view, pos)
+            pos += 3
+            cf_raw = bytes(view[pos:pos + cf_len])
+            pos += cf_len
+            (key_len,) = _LEN.unpack_from(view, pos)
+            pos += 4
+            key = bytes(view[pos:pos + key_len])
+            pos += key_len
+            (value_len,) = _LEN.unpack_from(view, pos)
+            pos += 4
+            value = bytes(view[pos:pos + value_len])
+            pos += value_len
+            if pos > end:
+                raise ProtocolError(f"write record truncated at byte {pos} of {end}")
+            cf = cf_names.get(cf_raw) or cf_names.setdefault(cf_raw, cf_raw.decode())
+            yield Record(Op(op), cf, key, value)
+    except (struct.error, ValueError) as e:
+        raise ProtocolError(f"malformed write record at byte {pos} of {end}: {e}") from e

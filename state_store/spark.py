@@ -1,0 +1,54 @@
+"""Driver-side API (contract): the Spark configuration that selects this state store.
+
+    from state_store.spark import configure
+    spark = configure(SparkSession.builder.master("local[2]")).getOrCreate()
+
+`spark_conf(**options)` returns every entry needed; `options` use the short names of
+`state_store.options` (e.g. `snapshotInterval=20`) and are validated here, before a query
+runs, with the same errors the workers would give.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import bridge
+from .options import PREFIX, validate
+
+PROVIDER_CLASS = "io.pyrocks.statestore.PyRocksStateStoreProvider"
+LISTENER_CLASS = "io.pyrocks.statestore.PyRocksLifecycleListener"
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+SPARK_RUNTIME_REFUSALS = (
+    "transformWithState / transformWithStateInPandas and Real-Time Mode accept only Spark's "
+    "RocksDBStateStoreProvider"
+)
+
+
+def spark_conf(**options: Any) -> dict[str, str]:
+    """Every Spark conf entry needed to run stateful operators on this provider."""
+    jar = str(bridge.jar_path())
+    conf = {
+        PROVIDER_KEY: PROVIDER_CLASS,
+        "spark.jars": jar,
+        "spark.driver.extraClassPath": jar,
+        "spark.executor.extraClassPath": jar,
+        "spark.extraListeners": LISTENER_CLASS,
+        PREFIX + "pythonExec": sys.executable,
+        PREFIX + "pythonPath": str(Path(__file__).resolve().parent.parent),
+    }
+    conf.update({PREFIX + key: _text(value) for key, value in options.items()})
+    validate(conf)
+    return conf
+
+
+def configure(builder: Any, **options: Any) -> Any:
+    """Applies `spark_conf(**options)` to a `SparkSession.Builder` and returns the builder."""
+    for key, value in spark_conf(**options).items():
+        builder = builder.config(key, value)
+    return builder
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

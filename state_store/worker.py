@@ -1,0 +1,263 @@
+"""The worker process: serves stores to the shim over a Unix domain socket.
+
+One thread per connection; one connection serves one store (OPEN first). RocksDB is
+opened only after the process starts (never inherited across fork). The worker exits when
+its parent JVM goes away (EOF on stdin), removing its socket and working directories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+
+from . import options as options_mod
+from .checkpoint import Checkpoint
+from .engine import Metrics, VersionedStore
+from .errors import ProtocolError
+from .protocol import HEADER, I32, I64, NO_RESPONSE, U16, U32, Request, ScanMode, Status
+from .storage import Storage
+
+_SEND_LIMIT = 1 << 20
+
+
+class Session:
+    """The state of one connection: its store, its open iterators, a deferred write error."""
+
+    def __init__(self, conn: socket.socket, data_dir: Path) -> None:
+        self.conn = conn
+        self.data_dir = data_dir
+        self.store: VersionedStore | None = None
+        self.iterators: dict[int, Iterator[tuple[bytes, bytes]]] = {}
+        self.deferred_error: str | None = None
+        self.chunk_bytes = 1 << 20
+
+    # ---- framing ------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        reader = self.conn.makefile("rb", buffering=1 << 18)
+        try:
+            while True:
+                header = reader.read(HEADER.size)
+                if len(header) < HEADER.size:
+                    return  # the shim closed the connection
+                length, kind = HEADER.unpack(header)
+                body = reader.read(length - 1)
+                if len(body) != length - 1:
+                    return
+                self.handle(kind, body)
+        finally:
+            self.close_store()
+            self.conn.close()
+
+    def handle(self, kind: int, body: bytes) -> None:
+        try:
+            request = Request(kind)
+        except ValueError:
+            self.reply(Status.ERROR, f"unknown request type {kind}".encode())
+            return
+        if request in NO_RESPONSE:
+            try:
+                self.dispatch(request, body)
+            except Exception as e:  # reported by the next request that has a response
+                self.deferred_error = self.deferred_error or _describe(e)
+            return
+        if self.deferred_error is not None:
+            message, self.deferred_error = self.deferred_error, None
+            self.reply(Status.ERROR, message.encode())
+            return
+        if self.store is not None:
+            self.store.metrics.round_trips += 1
+        try:
+            result = self.dispatch(request, body)
+        except Exception as e:
+            self.reply(Status.ERROR, _describe(e).encode())
+            return
+        self.reply(Status.OK, result or b"")
+
+    def reply(self, status: Status, body: bytes) -> None:
+        self.conn.sendall(HEADER.pack(len(body) + 1, status) + body)
+
+    # ---- requests -----------------------------------------------------------------------
+
+    def dispatch(self, request: Request, body: bytes) -> bytes | None:
+        if request is Request.OPEN:
+            return self.open(json.loads(body))
+        store = self.require_store()
+        if request is Request.WRITES:
+            store.write(body)
+        elif request is Request.GET:
+            cf, key = _split_cf(body, 0)
+            value = store.get(cf, key)
+            return b"\x00" if value is None else b"\x01" + value
+        elif request is Request.ITER_OPEN:
+            return self.iter_open(body)
+        elif request is Request.ITER_NEXT:
+            return self.next_chunk(U32.unpack_from(body)[0])
+        elif request is Request.ITER_CLOSE:
+            self.iterators.pop(U32.unpack_from(body)[0], None)
+        elif request is Request.LOAD:
+            self.iterators.clear()
+            store.metrics = Metrics()  # customMetrics report per batch: count from each load
+            store.load(I64.unpack(body)[0])
+            return _json({"num_keys": store.num_keys})
+        elif request is Request.COMMIT:
+            self.iterators.clear()
+            return _json(store.commit(I64.unpack(body)[0]))
+        elif request is Request.ABORT:
+            self.iterators.clear()
+            store.abort()
+        elif request is Request.METRICS:
+            return _json(self.metrics(store))
+        elif request is Request.MAINTAIN:
+            return _json({"gc_files_deleted": store.collect_garbage(I32.unpack(body)[0])})
+        elif request is Request.CLOSE:
+            self.close_store()
+        elif request is Request.DROP_CF:
+            return b"\x01" if store.drop_cf(body.decode()) else b"\x00"
+        elif request is Request.LIST_CF:
+            return _json(store.column_families())
+        return None
+
+    def require_store(self) -> VersionedStore:
+        if self.store is None:
+            raise ProtocolError("no store opened on this connection (OPEN must come first)")
+        return self.store
+
+    def open(self, spec: dict) -> bytes:
+        opts = options_mod.store_options(spec["options"])
+        root = opts.root_url.rstrip("/") + "/" + spec["store_path"] if opts.root_url else spec[
+            "store_root"]
+        self.chunk_bytes = opts.iterator_chunk_bytes
+        local = self.data_dir / spec["local_name"]
+        self.close_store()
+        self.store = VersionedStore(
+            spec["store_name"], Checkpoint(Storage(root), spec["store_name"]), local, opts
+        )
+        return _json({"pid": os.getpid(), "root": root})
+
+    def close_store(self) -> None:
+        self.iterators.clear()
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def iter_open(self, body: bytes) -> bytes:
+        (iter_id,) = U32.unpack_from(body, 0)
+        mode = ScanMode(body[4])
+        cf, rest = _split_cf(body, 5)
+        (a_len,) = U32.unpack_from(rest, 0)
+        a = rest[4:4 + a_len]
+        (b_len,) = U32.unpack_from(rest, 4 + a_len)
+        b = rest[8 + a_len:8 + a_len + b_len]
+        store = self.require_store()
+        if mode is ScanMode.PREFIX:
+            it = store.scan(cf, None, None, a)
+        elif mode is ScanMode.RANGE:
+            it = store.scan(cf, a or None, b or None, None)
+        else:
+            it = store.scan(cf, None, None, None)
+        self.iterators[iter_id] = it
+        return self.next_chunk(iter_id)
+
+    def next_chunk(self, iter_id: int) -> bytes:
+        """[more u8] then (key_len u32, key, value_len u32, value) pairs, about chunk_bytes."""
+        it = self.iterators.get(iter_id)
+        if it is None:
+            raise ProtocolError(f"iterator {iter_id} is not open")
+        parts: list[bytes] = [b""]
+        size = 0
+        pack = U32.pack
+        for key, value in it:
+            parts += (pack(len(key)), key, pack(len(value)), value)
+            size += len(key) + len(value) + 8
+            if size >= self.chunk_bytes:
+                parts[0] = b"\x01"
+                return b"".join(parts)
+        del self.iterators[iter_id]
+        parts[0] = b"\x00"
+        return b"".join(parts)
+
+    def metrics(self, store: VersionedStore) -> dict:
+        m = store.metrics
+        return {
+            "num_keys": store.num_keys,
+            "memory_bytes": store.memory_bytes(),
+            "commit_ms": round(m.commit_ms), "changelog_bytes": m.changelog_bytes,
+            "snapshots": m.snapshots, "snapshot_bytes": m.snapshot_bytes,
+            "load_ms": round(m.load_ms), "replayed_versions": m.replayed_versions,
+            "rebuilds": m.rebuilds, "lost_publish_races": m.lost_publish_races,
+            "gc_files_deleted": m.gc_files_deleted, "round_trips": m.round_trips,
+        }
+
+
+def _split_cf(body: bytes, offset: int) -> tuple[str, bytes]:
+    (cf_len,) = U16.unpack_from(body, offset)
+    start = offset + 2
+    cf = body[start:start + cf_len].decode() if cf_len else "default"
+    return cf, body[start + cf_len:]
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value).encode()
+
+
+def _describe(e: Exception) -> str:
+    if isinstance(e, options_mod.OptionError) or type(e).__module__.startswith("state_store"):
+        return f"{type(e).__name__}: {e}"
+    return f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+
+
+# ---- process ------------------------------------------------------------------------------
+
+
+def _watch_parent(cleanup: callable) -> None:
+    """Exits when the parent JVM closes our stdin (it died or shut the pool down)."""
+    try:
+        while sys.stdin.buffer.read(1 << 12):
+            pass
+    finally:
+        cleanup()
+        os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="state_store.worker")
+    parser.add_argument("--socket", required=True, type=Path)
+    parser.add_argument("--data-dir", required=True, type=Path)
+    parser.add_argument("--log", type=Path, help="our stderr file, removed on a clean exit")
+    args = parser.parse_args(argv)
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+
+    def cleanup() -> None:
+        shutil.rmtree(args.data_dir, ignore_errors=True)
+        args.socket.unlink(missing_ok=True)
+        if args.log:
+            args.log.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            args.socket.parent.rmdir()  # the pool's private directory, once it is empty
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(args.socket))
+    os.chmod(args.socket, 0o600)
+    server.listen(64)
+    threading.Thread(target=_watch_parent, args=(cleanup,), daemon=True).start()
+    # The shim waits for this line before connecting; nothing else goes to stdout.
+    print(f"READY {os.getpid()}", flush=True)
+    sys.stdout = sys.stderr
+    while True:
+        conn, _ = server.accept()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
+        threading.Thread(target=Session(conn, args.data_dir).serve, daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
