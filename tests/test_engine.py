@@ -1,0 +1,187 @@
+"""The engine on real rocksdict and real files: versions, durability, races, corruption."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from state_store import records
+from state_store.checkpoint import Checkpoint
+from state_store.engine import VersionedStore
+from state_store.errors import CorruptFileError, ForeignCheckpointError, VersionNotFoundError
+from state_store.manifest import manifest_path
+from state_store.options import StoreOptions
+from state_store.records import Op
+from state_store.storage import Storage
+
+
+def open_store(root: Path, local: Path, interval: int = 3) -> VersionedStore:
+    checkpoint = Checkpoint(Storage(str(root)), "test-store")
+    return VersionedStore("test-store", checkpoint, local, StoreOptions(snapshot_interval=interval))
+
+
+def put(key: str, value: str, cf: str = "default") -> bytes:
+    return records.encode(Op.PUT, cf, key.encode(), value.encode())
+
+
+def delete(key: str) -> bytes:
+    return records.encode(Op.DELETE, "default", key.encode())
+
+
+def contents(store: VersionedStore, cf: str = "default") -> dict[bytes, bytes]:
+    return dict(store.scan(cf, None, None, None))
+
+
+def commit_versions(store: VersionedStore, n: int) -> list[dict[bytes, bytes]]:
+    """Commits versions 1..n, each changing a few keys; returns the expected state of each."""
+    expected: list[dict[bytes, bytes]] = [{}]
+    for v in range(n):
+        store.load(v)
+        state = dict(expected[-1])
+        batch = put(f"k{v}", f"v{v}") + put("shared", f"s{v}")
+        state[f"k{v}".encode()] = f"v{v}".encode()
+        state[b"shared"] = f"s{v}".encode()
+        if v >= 2:
+            batch += delete(f"k{v - 2}")
+            state.pop(f"k{v - 2}".encode())
+        store.write(batch)
+        assert store.commit(v + 1)["published"]
+        expected.append(state)
+    return expected
+
+
+def test_every_version_reloads_with_its_data(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    expected = commit_versions(store, 8)
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    for version, state in enumerate(expected):
+        fresh.load(version)
+        assert contents(fresh) == state, f"version {version}"
+        assert fresh.num_keys == len(state)
+
+
+def test_snapshots_bound_the_changelog_chain(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=3)
+    commit_versions(store, 7)
+    manifest = store.checkpoint.read_manifest(7)
+    assert manifest.snapshot is not None and len(manifest.changelogs) < 3
+
+
+def test_gets_and_scans_see_uncommitted_writes(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    store.load(0)
+    store.write(put("a", "1") + put("ab", "2") + put("b", "3"))
+    assert store.get("default", b"ab") == b"2"
+    assert [k for k, _ in store.scan("default", None, None, b"a")] == [b"a", b"ab"]
+    assert [k for k, _ in store.scan("default", b"ab", b"b", None)] == [b"ab"]
+
+
+def test_abort_discards_writes(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    expected = commit_versions(store, 2)
+    store.load(2)
+    store.write(put("junk", "x"))
+    store.abort()
+    store.load(2)
+    assert contents(store) == expected[2]
+
+
+def test_second_publisher_loses_and_cleans_up(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    winner, loser = open_store(root, tmp_path / "w"), open_store(root, tmp_path / "l")
+    for store in (winner, loser):
+        store.load(0)
+    winner.write(put("k", "winner"))
+    loser.write(put("k", "loser"))
+    assert winner.commit(1)["published"]
+    files_before = set((root / "files").iterdir())
+    assert not loser.commit(1)["published"]
+    assert set((root / "files").iterdir()) == files_before  # the loser's changelog is gone
+    loser.load(1)
+    assert loser.get("default", b"k") == b"winner"
+
+
+def test_column_families_are_versioned(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    store.load(0)
+    store.write(records.encode(Op.CREATE_CF, "extra") + put("x", "1", cf="extra"))
+    store.write(records.encode(Op.MERGE, "extra", b"x", b"2"))
+    store.commit(1)
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(1)
+    assert fresh.column_families() == ["default", "extra"]
+    assert fresh.get("extra", b"x") == b"12"
+    fresh.load(0)
+    assert fresh.column_families() == ["default"]
+
+
+def test_missing_version_names_version_and_range(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    commit_versions(store, 3)
+    with pytest.raises(VersionNotFoundError, match=r"version 9 .* retained: 1\.\.3"):
+        open_store(tmp_path / "root", tmp_path / "b").load(9)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "delete"])
+def test_corrupt_changelog_names_file_and_version(tmp_path: Path, damage: str) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=100)
+    commit_versions(store, 3)
+    changelog = store.checkpoint.read_manifest(3).changelogs[1]
+    path = tmp_path / "root" / "files" / changelog.file.name
+    data = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(data[:-3])
+    elif damage == "flip":
+        path.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+    else:
+        path.unlink()
+    with pytest.raises(CorruptFileError, match=rf"version 2 .*{changelog.file.name}"):
+        open_store(tmp_path / "root", tmp_path / "b").load(3)
+
+
+def test_corrupt_manifest_is_refused(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    commit_versions(store, 2)
+    (tmp_path / "root" / manifest_path(2)).write_text('{"kind": "pyrocks-state-store", "format')
+    with pytest.raises(CorruptFileError, match="manifest of version 2"):
+        open_store(tmp_path / "root", tmp_path / "b").load(2)
+
+
+def test_corrupt_snapshot_file_is_refused(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=2)
+    commit_versions(store, 2)
+    snapshot = store.checkpoint.read_manifest(2).snapshot
+    assert snapshot is not None
+    sst = next(f for f in snapshot.files if f.local_name.endswith(".sst"))
+    path = tmp_path / "root" / "files" / sst.name
+    path.unlink()  # a hard link to RocksDB's file: replace it rather than write through it
+    path.write_bytes(b"\0" * sst.size)
+    with pytest.raises(CorruptFileError, match=rf"snapshot of version 2 .*{sst.name}"):
+        open_store(tmp_path / "root", tmp_path / "b").load(2)
+
+
+def test_foreign_provider_files_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "1.delta").write_bytes(b"spark's own format")
+    store = open_store(root, tmp_path / "a")
+    with pytest.raises(ForeignCheckpointError, match="another state store provider.*1.delta"):
+        store.load(0)
+    with pytest.raises(ForeignCheckpointError):
+        store.load(1)
+
+
+def test_gc_keeps_retained_versions_and_deletes_the_rest(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=3)
+    expected = commit_versions(store, 9)
+    store.collect_garbage(min_versions_to_retain=3)
+    checkpoint = store.checkpoint
+    assert checkpoint.versions() == [7, 8, 9]
+    referenced = {f.name for v in (7, 8, 9) for f in checkpoint.read_manifest(v).files()}
+    on_disk = {p.name for p in (tmp_path / "root" / "files").iterdir()}
+    assert on_disk == referenced
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    for v in (7, 8, 9):
+        fresh.load(v)
+        assert contents(fresh) == expected[v]
