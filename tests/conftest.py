@@ -1,0 +1,28 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pyrocks_support import pyrocks_conf
+
+
+@pytest.fixture(scope="module")
+def pyrocks_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """One local session per module on our provider; tests may set runtime SQL confs."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    builder = (SparkSession.builder.master("local[2]").appName("pyrocks-tests")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in pyrocks_conf(Path(tmp_path_factory.mktemp("pool"))).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    yield spark
+    spark.stop()

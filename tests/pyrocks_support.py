@@ -1,0 +1,57 @@
+"""What the Spark-level tests of this provider share: its conf and a look at its workers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from state_store.spark import spark_conf
+
+WORKER_MODULE = "state_store.worker"
+
+
+def pyrocks_conf(local_dir: Path, **options: object) -> dict[str, str]:
+    """Our provider's Spark conf, with workers' sockets and working copies under `local_dir`."""
+    local_dir.mkdir(parents=True, exist_ok=True)
+    return spark_conf(localDir=str(local_dir), **options)
+
+
+def worker_pids(local_dir: Path) -> list[int]:
+    """Live worker processes whose sockets live under `local_dir` (read from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and WORKER_MODULE.encode() in argv and any(
+            a.startswith(str(local_dir).encode()) for a in argv
+        ):
+            pids.append(int(entry.name))
+    return pids
+
+
+def leftover_files(local_dir: Path) -> list[str]:
+    """Anything a pool left behind under `local_dir` (sockets, working copies, logs)."""
+    return sorted(str(p.relative_to(local_dir)) for p in local_dir.rglob("*"))
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def java_children(pid: int = os.getpid()) -> list[int]:
+    return [c for c in children_of(pid)
+            if b"java" in Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")[0]]
