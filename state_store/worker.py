@@ -242,8 +242,9 @@ def main(argv: list[str] | None = None) -> None:
         args.socket.unlink(missing_ok=True)
         if args.log:
             args.log.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            args.socket.parent.rmdir()  # the pool's private directory, once it is empty
+        for pool_dir in {args.socket.parent, args.data_dir.parent}:
+            with contextlib.suppress(OSError):
+                pool_dir.rmdir()  # the pool's private directories, once they are empty
 
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(args.socket))

@@ -34,6 +34,15 @@ def worker_pids(local_dir: Path) -> list[int]:
     return pids
 
 
+def worker_sockets(pids: list[int]) -> list[Path]:
+    """The socket paths the given workers were started with (`--socket PATH`)."""
+    sockets = []
+    for pid in pids:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        sockets.append(Path(argv[argv.index("--socket") + 1]))
+    return sockets
+
+
 def leftover_files(local_dir: Path) -> list[str]:
     """Anything a pool left behind under `local_dir` (sockets, working copies, logs)."""
     return sorted(str(p.relative_to(local_dir)) for p in local_dir.rglob("*"))

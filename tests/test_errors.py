@@ -128,6 +128,7 @@ def test_unbuildable_shim_reports_compiler_output(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYROCKS_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "Broken.scala").write_text("object Broken { def f: Int = \"not an int\" }\n")
-    with pytest.raises(bridge.ShimBuildError, match=r"(?s)compiling the shim failed.*type mismatch"):
+    expected = r"(?s)compiling the shim failed.*type mismatch"
+    with pytest.raises(bridge.ShimBuildError, match=expected):
         bridge.jar_path(tmp_path)
     assert not list((tmp_path / "cache").glob("*.jar"))  # no partial jar is ever cached

@@ -45,12 +45,19 @@ object WorkerPool extends Logging {
 }
 
 final class WorkerPool(val opts: LaunchOptions) extends Logging {
-  val dir: Path = {
-    val parent = Paths.get(opts.localDir)
+  /** Working copies and logs: under localDir, private to this JVM. */
+  val dir: Path = privateDir(Paths.get(opts.localDir))
+  /** Socket paths are limited to about 104 bytes, so a long localDir puts them under /tmp. */
+  val socketDir: Path =
+    if (dir.resolve("w999.sock").toString.getBytes(UTF_8).length <= 100) dir
+    else privateDir(Paths.get("/tmp"))
+
+  private def privateDir(parent: Path): Path = {
     Files.createDirectories(parent)
     Files.createTempDirectory(parent, "pyrocks-",
       PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")))
   }
+
   private val slots = new Array[WorkerProcess](opts.workers)
   @volatile private var closed = false
 
@@ -63,7 +70,7 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
       val existing = slots(slot)
       if (existing == null || !existing.isAlive) {
         if (existing != null) logWarning(s"replacing ${existing.describe}")
-        slots(slot) = new WorkerProcess(dir, slot, opts)
+        slots(slot) = new WorkerProcess(dir, socketDir, slot, opts)
       }
       slots(slot)
     }
@@ -74,6 +81,7 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
     closed = true
     slots.filter(_ != null).foreach(_.stop())
     deleteRecursively(dir.toFile)
+    deleteRecursively(socketDir.toFile)
   }
 
   private def deleteRecursively(f: File): Unit = {
@@ -83,18 +91,15 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
 }
 
 /** One `python -m state_store.worker` process and its socket. */
-final class WorkerProcess(poolDir: Path, index: Int, opts: LaunchOptions) extends Logging {
-  private val socketPath = poolDir.resolve(s"w$index.sock")
+final class WorkerProcess(poolDir: Path, socketDir: Path, index: Int, opts: LaunchOptions)
+  extends Logging {
+  private val socketPath = socketDir.resolve(s"w$index.sock")
   private val dataDir = poolDir.resolve(s"w$index")
   private val stderrLog = poolDir.resolve(s"w$index.stderr")
   private val process: Process = start()
   val pid: Long = process.pid()
 
   private def start(): Process = {
-    if (socketPath.toString.getBytes(UTF_8).length > 100) {
-      throw new WorkerFailedException(s"socket path $socketPath is too long for a Unix " +
-        s"domain socket; set ${LaunchOptions.Prefix}localDir to a shorter directory")
-    }
     Files.deleteIfExists(socketPath)
     val builder = new ProcessBuilder(opts.pythonExec, "-m", "state_store.worker",
       "--socket", socketPath.toString, "--data-dir", dataDir.toString,
