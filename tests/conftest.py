@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pyrocks_support import pyrocks_conf
+
+# Spark's Python workers (UDFs, applyInPandasWithState) import test helpers by name too.
+_TESTS = str(Path(__file__).resolve().parent)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_TESTS, os.environ.get("PYTHONPATH")) if p
+)
 
 
 @pytest.fixture(scope="module")
