@@ -19,11 +19,8 @@ from .options import PREFIX, validate
 
 PROVIDER_CLASS = "io.pyrocks.statestore.PyRocksStateStoreProvider"
 LISTENER_CLASS = "io.pyrocks.statestore.PyRocksLifecycleListener"
+EXTENSIONS_CLASS = "io.pyrocks.statestore.PyRocksExtensions"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
-SPARK_RUNTIME_REFUSALS = (
-    "transformWithState / transformWithStateInPandas and Real-Time Mode accept only Spark's "
-    "RocksDBStateStoreProvider"
-)
 
 
 def spark_conf(**options: Any) -> dict[str, str]:
@@ -35,6 +32,7 @@ def spark_conf(**options: Any) -> dict[str, str]:
         "spark.driver.extraClassPath": jar,
         "spark.executor.extraClassPath": jar,
         "spark.extraListeners": LISTENER_CLASS,
+        "spark.sql.extensions": EXTENSIONS_CLASS,
         PREFIX + "pythonExec": sys.executable,
         PREFIX + "pythonPath": str(Path(__file__).resolve().parent.parent),
     }

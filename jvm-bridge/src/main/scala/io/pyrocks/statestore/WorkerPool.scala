@@ -41,7 +41,11 @@ object WorkerPool extends Logging {
     current = None
   }
 
-  Runtime.getRuntime.addShutdownHook(new Thread(() => shutdown(), "pyrocks-pool-shutdown"))
+  try {
+    Runtime.getRuntime.addShutdownHook(new Thread(() => shutdown(), "pyrocks-pool-shutdown"))
+  } catch {
+    case _: IllegalStateException => // first touched while the JVM is exiting: nothing to stop
+  }
 }
 
 final class WorkerPool(val opts: LaunchOptions) extends Logging {
