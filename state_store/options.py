@@ -67,8 +67,6 @@ SPECS: tuple[OptionSpec, ...] = (
                "Count keys exactly (one extra lookup per put/remove) for numRowsTotal."),
     OptionSpec("iteratorChunkBytes", "iterator_chunk_bytes", _positive_int, "1048576",
                "an integer >= 1", "Bytes of key/value pairs per iterator chunk."),
-    OptionSpec("blockCacheMB", "block_cache_mb", _positive_int, "64", "an integer >= 1",
-               "RocksDB block cache per worker process, in MiB."),
     OptionSpec("writeBufferMB", "write_buffer_mb", _positive_int, "16", "an integer >= 1",
                "RocksDB memtable size per store, in MiB."),
 )
@@ -83,7 +81,6 @@ class StoreOptions:
     snapshot_interval: int = 10
     track_num_keys: bool = True
     iterator_chunk_bytes: int = 1 << 20
-    block_cache_mb: int = 64
     write_buffer_mb: int = 16
 
 
