@@ -1,28 +1,33 @@
-"""Publishing versions of one store and reading them back.
+"""Publishing versions and snapshots of one store, reading them back, and collecting garbage.
 
-Who deletes a file: only `collect_garbage`, and only files that (a) this store owns,
-(b) were referenced by a manifest it just removed for falling out of retention, and
-(c) no retained manifest references. Files of unpublished (in-flight or crashed) commits
-are never touched here, because nothing proves them unreferenced yet.
+Who deletes a file: only `collect_garbage`, and only a file that this store owns and that
+either (a) was referenced by a record it just removed for falling out of retention and is
+referenced by no retained record, or (b) is referenced by no record at all and is older
+than the orphan margin (the leftovers of crashed or losing attempts). In-flight uploads are
+younger than the margin, so nothing that a commit in progress still needs is touched.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CorruptFileError, ForeignCheckpointError, VersionNotFoundError
 from .manifest import (
+    FILES_DIR,
     MANIFEST_DIR,
+    SNAPSHOT_DIR,
     Changelog,
     FileRef,
     Manifest,
     Owner,
-    Snapshot,
+    SnapshotDescriptor,
     file_path,
     manifest_path,
-    parse_manifest_name,
+    parse_record_name,
+    snapshot_path,
 )
 from .storage import Storage
 
@@ -30,33 +35,75 @@ from .storage import Storage
 _FOREIGN_SUFFIXES = (".delta", ".snapshot", ".changelog", ".zip")
 
 
+@dataclass
+class UploadStats:
+    files_uploaded: int = 0
+    bytes_uploaded: int = 0
+    files_reused: int = 0
+    bytes_reused: int = 0
+
+
 @dataclass(frozen=True)
-class GcResult:
-    manifests_deleted: int
-    files_deleted: int
+class LoadPlan:
+    """How to rebuild a version: start from `snapshot` (None = empty), replay `changelogs`."""
+
+    manifest: Manifest
+    snapshot: SnapshotDescriptor | None
+    changelogs: list[Changelog]
+
+
+@dataclass
+class GcPlan:
+    expired_manifests: list[int] = field(default_factory=list)
+    expired_snapshots: list[int] = field(default_factory=list)
+    garbage: list[str] = field(default_factory=list)  # files/ names
+    orphans: list[str] = field(default_factory=list)  # paths relative to the store root
+
+    @property
+    def files_deleted(self) -> int:
+        return len(self.garbage) + len(self.orphans)
 
 
 class Checkpoint:
-    """The durable side of one store: its root holds manifests/ and files/."""
+    """The durable side of one store: its root holds manifests/, snapshots/ and files/."""
 
     def __init__(self, storage: Storage, store_name: str) -> None:
         self.storage = storage
         self.store_name = store_name
+        # Records are immutable once published, so a parsed record never goes stale.
+        self._manifests: dict[int, Manifest] = {}
+        self._snapshots: dict[int, SnapshotDescriptor] = {}
+
+    # ---- listing and reading records ----------------------------------------------------
 
     def versions(self) -> list[int]:
-        names = self.storage.list_names(MANIFEST_DIR)
-        return sorted(v for v in map(parse_manifest_name, names) if v is not None)
+        return _record_versions(self.storage.list_names(MANIFEST_DIR))
+
+    def snapshot_versions(self) -> list[int]:
+        return _record_versions(self.storage.list_names(SNAPSHOT_DIR))
 
     def read_manifest(self, version: int) -> Manifest:
-        where = f"manifest of version {version} of {self.store_name} ({manifest_path(version)})"
-        try:
-            data = self.storage.fs.cat_file(self.storage.path(manifest_path(version)))
-        except FileNotFoundError:
-            raise self._missing(version) from None
-        manifest = Manifest.from_json(data, where)
-        if manifest.version != version:
-            raise CorruptFileError(f"{where} describes version {manifest.version}")
-        return manifest
+        if version not in self._manifests:
+            where = f"manifest of version {version} of {self.store_name} ({manifest_path(version)})"
+            try:
+                data = self.storage.fs.cat_file(self.storage.path(manifest_path(version)))
+            except FileNotFoundError:
+                raise self._missing(version) from None
+            manifest = Manifest.from_json(data, where)
+            if manifest.version != version:
+                raise CorruptFileError(f"{where} describes version {manifest.version}")
+            self._manifests[version] = manifest
+        return self._manifests[version]
+
+    def read_snapshot(self, version: int) -> SnapshotDescriptor:
+        if version not in self._snapshots:
+            where = f"snapshot of version {version} of {self.store_name} ({snapshot_path(version)})"
+            data = self.storage.read(snapshot_path(version), where)
+            descriptor = SnapshotDescriptor.from_json(data, where)
+            if descriptor.version != version:
+                raise CorruptFileError(f"{where} describes version {descriptor.version}")
+            self._snapshots[version] = descriptor
+        return self._snapshots[version]
 
     def _missing(self, version: int) -> Exception:
         available = self.versions()
@@ -78,67 +125,141 @@ class Checkpoint:
                 "with the provider that wrote the checkpoint, or start from a new checkpoint."
             )
 
-    # ---- writing a version --------------------------------------------------------------
+    def plan_load(self, version: int) -> LoadPlan:
+        """The cheapest way to `version`: the newest published snapshot not after it."""
+        manifest = self.read_manifest(version)
+        base = manifest.snapshot_version
+        later = [s for s in self.snapshot_versions() if (base or 0) <= s <= version]
+        start = max(later) if later else base
+        snapshot = None if start is None else self.read_snapshot(start)
+        return LoadPlan(manifest, snapshot, manifest.changelogs_after(start))
+
+    # ---- writing records ----------------------------------------------------------------
 
     def write_changelog(self, version: int, data: bytes) -> Changelog:
         name = f"{uuid.uuid4().hex}.changelog"
         written = self.storage.write_new(file_path(name), data)
         return Changelog(version, FileRef(name, written.size, written.checksum))
 
-    def upload_snapshot(self, version: int, checkpoint_dir: Path) -> Snapshot:
-        prefix = uuid.uuid4().hex
-        files = []
-        for local in sorted(checkpoint_dir.iterdir()):
-            name = f"{prefix}-{local.name}"
-            written = self.storage.upload_new(local, file_path(name))
-            files.append(FileRef(name, written.size, written.checksum, local_name=local.name))
-        return Snapshot(version, files)
+    def upload_snapshot(self, version: int, checkpoint_dir: Path, reusable: dict[str, FileRef],
+                        num_keys: int, full: bool) -> tuple[SnapshotDescriptor, UploadStats]:
+        """Turns a local RocksDB checkpoint into a descriptor (not yet published).
 
-    def publish(self, manifest: Manifest) -> bool:
+        Incremental: an SST already durable (`reusable`, keyed by local name) is referenced,
+        not uploaded again; SSTs are immutable, so equal name and size mean equal bytes.
+        Full: nothing is referenced; a durable SST is duplicated into a file of our own.
+        """
+        prefix, stats, files = uuid.uuid4().hex, UploadStats(), []
+        for local in sorted(checkpoint_dir.iterdir()):
+            known = reusable.get(local.name)
+            size = local.stat().st_size
+            if known is not None and known.size == size and local.suffix == ".sst":
+                if not full:
+                    files.append(known)
+                    stats.files_reused, stats.bytes_reused = (stats.files_reused + 1,
+                                                              stats.bytes_reused + size)
+                    continue
+                name = f"{prefix}-{local.name}"
+                self.storage.duplicate(file_path(known.name), file_path(name))
+                ref = FileRef(name, known.size, known.checksum, local_name=local.name)
+            else:
+                name = f"{prefix}-{local.name}"
+                written = self.storage.upload_new(local, file_path(name))
+                ref = FileRef(name, written.size, written.checksum, local_name=local.name)
+            files.append(ref)
+            stats.files_uploaded, stats.bytes_uploaded = (stats.files_uploaded + 1,
+                                                          stats.bytes_uploaded + ref.size)
+        return SnapshotDescriptor(version, files, num_keys, full), stats
+
+    def publish_manifest(self, manifest: Manifest) -> bool:
         """Makes the version visible; False if another attempt published it first."""
         return self.storage.publish(manifest_path(manifest.version), manifest.to_json())
 
-    def discard_unpublished(self, files: list[FileRef]) -> None:
-        """Removes the files of a commit that lost the race to publish (they are ours alone)."""
-        for ref in files:
-            self.storage.delete(file_path(ref.name))
+    def publish_snapshot(self, descriptor: SnapshotDescriptor) -> bool:
+        return self.storage.publish(snapshot_path(descriptor.version), descriptor.to_json())
 
-    # ---- reading a version --------------------------------------------------------------
+    def discard_unpublished(self, files: list[FileRef]) -> None:
+        """Removes files only an unpublished record used (a lost race, a failed upload)."""
+        for ref in files:
+            if ref.owner is Owner.OWNED:
+                self.storage.delete(file_path(ref.name))
+
+    # ---- reading data -------------------------------------------------------------------
 
     def read_changelog(self, changelog: Changelog) -> bytes:
         ref = changelog.file
         what = f"changelog of version {changelog.version} of {self.store_name}"
         return self.storage.read_verified(file_path(ref.name), ref.written, what)
 
-    def download_snapshot(self, snapshot: Snapshot, target: Path) -> None:
+    def download_snapshot(self, snapshot: SnapshotDescriptor, target: Path) -> None:
         target.mkdir(parents=True)
+        what = f"snapshot of version {snapshot.version} of {self.store_name}"
         for ref in snapshot.files:
-            what = f"snapshot of version {snapshot.version} of {self.store_name}"
             self.storage.download_verified(
                 file_path(ref.name), target / ref.local_name, ref.written, what
             )
 
-    # ---- retention ----------------------------------------------------------------------
+    # ---- the shared-file registry and garbage collection -----------------------------------
 
-    def collect_garbage(self, min_versions_to_retain: int) -> GcResult:
-        versions = self.versions()
-        if len(versions) <= min_versions_to_retain:
-            return GcResult(0, 0)
-        expired = versions[:-min_versions_to_retain]
-        retained = versions[-min_versions_to_retain:]
-        candidates = {f.name for v in expired for f in self._owned_files(v)}
-        # Unpublish first: a crash after this leaks files (harmless), never breaks a version.
-        for v in expired:
+    def plan_garbage(self, min_versions_to_retain: int, orphan_margin_s: float) -> GcPlan:
+        """What `collect_garbage` would delete now (also the dry run of `state-store inspect`)."""
+        versions, snapshots = self.versions(), self.snapshot_versions()
+        retained = versions[-min_versions_to_retain:] if min_versions_to_retain > 0 else versions
+        oldest = retained[0] if retained else None
+        bases = {self.read_manifest(v).snapshot_version for v in retained}
+        keep_snapshots = [
+            s for s in snapshots if s in bases or (oldest is not None and s >= oldest)
+        ]
+        plan = GcPlan(
+            expired_manifests=[v for v in versions if v not in retained],
+            expired_snapshots=[s for s in snapshots if s not in keep_snapshots],
+        )
+        live = self._files_of(retained, keep_snapshots)
+        expired = self._files_of(plan.expired_manifests, plan.expired_snapshots)
+        plan.garbage = sorted(
+            f.name for f in expired.values() if f.owner is Owner.OWNED and f.name not in live
+        )
+        known = set(live) | set(expired)
+        plan.orphans = self._orphans(known, time.time() - orphan_margin_s)
+        return plan
+
+    def collect_garbage(self, min_versions_to_retain: int, orphan_margin_s: float) -> GcPlan:
+        plan = self.plan_garbage(min_versions_to_retain, orphan_margin_s)
+        # Records first: a crash after this leaks files (later orphans), never breaks a record.
+        for v in plan.expired_manifests:
             self.storage.delete(manifest_path(v))
-        referenced = {f.name for v in retained for f in self.read_manifest(v).files()}
-        garbage = candidates - referenced
-        for name in garbage:
+            self._manifests.pop(v, None)
+        for s in plan.expired_snapshots:
+            self.storage.delete(snapshot_path(s))
+            self._snapshots.pop(s, None)
+        for name in plan.garbage:
             self.storage.delete(file_path(name))
-        return GcResult(len(expired), len(garbage))
+        for rel in plan.orphans:
+            self.storage.delete(rel)
+        return plan
 
-    def _owned_files(self, version: int) -> list[FileRef]:
-        try:
-            manifest = self.read_manifest(version)
-        except (VersionNotFoundError, CorruptFileError):
-            return []  # unreadable: we cannot prove what it references, so delete nothing of it
-        return [f for f in manifest.files() if f.owner is Owner.OWNED]
+    def _files_of(self, versions: list[int], snapshots: list[int]) -> dict[str, FileRef]:
+        files: dict[str, FileRef] = {}
+        for v in versions:
+            files.update((c.file.name, c.file) for c in self.read_manifest(v).changelogs)
+        for s in snapshots:
+            files.update((f.name, f) for f in self.read_snapshot(s).files)
+        return files
+
+    def _orphans(self, referenced: set[str], older_than: float) -> list[str]:
+        """Our files no record names, and interrupted publishes, written before the cutoff."""
+        orphans = [
+            f"{FILES_DIR}/{name}" for name, mtime in self.storage.list_modified(FILES_DIR).items()
+            if name not in referenced and mtime < older_than
+        ]
+        for directory in (MANIFEST_DIR, SNAPSHOT_DIR):
+            orphans += [
+                f"{directory}/{name}"
+                for name, mtime in self.storage.list_modified(directory).items()
+                if name.endswith(".tmp") and mtime < older_than
+            ]
+        return sorted(orphans)
+
+
+def _record_versions(names: list[str]) -> list[int]:
+    return sorted(v for v in map(parse_record_name, names) if v is not None)

@@ -13,29 +13,35 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocksdict import Checkpoint as RocksCheckpoint
 from rocksdict import Options, Rdict, WriteOptions
 
 from . import records
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, UploadStats
 from .errors import StateStoreError
-from .manifest import Manifest
+from .manifest import Changelog, Manifest
 from .options import StoreOptions
 from .records import DEFAULT_CF, Op
+from .snapshots import Snapshotter
 
 
 @dataclass
 class Metrics:
-    """Counters since the store was opened, reported through the shim's customMetrics."""
+    """Counters since the last load (one batch), reported through the shim's customMetrics."""
 
     commits: int = 0
     commit_ms: float = 0.0
     changelog_bytes: int = 0
     snapshots: int = 0
-    snapshot_bytes: int = 0
+    snapshot_files_uploaded: int = 0
+    snapshot_bytes_uploaded: int = 0
+    snapshot_files_reused: int = 0
+    snapshot_bytes_reused: int = 0
+    snapshot_failures: int = 0
+    forced_snapshots: int = 0
     loads: int = 0
     load_ms: float = 0.0
     replayed_versions: int = 0
@@ -43,6 +49,13 @@ class Metrics:
     lost_publish_races: int = 0
     gc_files_deleted: int = 0
     round_trips: int = 0
+
+    def add_upload(self, stats: UploadStats) -> None:
+        self.snapshots += 1
+        self.snapshot_files_uploaded += stats.files_uploaded
+        self.snapshot_bytes_uploaded += stats.bytes_uploaded
+        self.snapshot_files_reused += stats.files_reused
+        self.snapshot_bytes_reused += stats.bytes_reused
 
 
 def _rocks_options(opts: StoreOptions) -> Options:
@@ -54,12 +67,16 @@ def _rocks_options(opts: StoreOptions) -> Options:
 
 class VersionedStore:
     def __init__(self, name: str, checkpoint: Checkpoint, local_dir: Path,
-                 opts: StoreOptions) -> None:
+                 opts: StoreOptions, uploads: Executor) -> None:
         self.name = name
         self.checkpoint = checkpoint
         self.local_dir = local_dir
         self.opts = opts
         self.metrics = Metrics()
+        self.failures: list[str] = []  # snapshot uploads that failed since the last load
+        self.snapshots = Snapshotter(checkpoint, local_dir / "scratch", uploads,
+                                     on_published=lambda st: self.metrics.add_upload(st),
+                                     on_failed=self._snapshot_failed)
         self.db: Rdict | None = None
         self.cfs: dict[str, Rdict] = {}
         self.loaded_version: int | None = None
@@ -77,30 +94,47 @@ class VersionedStore:
         if self.loaded_version == version and not self.pending:
             return  # the working copy already is this version (the common batch-to-batch case)
         started = time.perf_counter()
-        self.loaded_version = None
-        self._close_db()
-        manifest = None if version == 0 else self.checkpoint.read_manifest(version)
-        if version == 0:
-            self.checkpoint.refuse_foreign_state()
-        self._rebuild(manifest)
-        self.manifest, self.loaded_version = manifest, version
+        if not self._catch_up(version):
+            self.loaded_version = None
+            self._rebuild(version)
         self.metrics.loads += 1
         self.metrics.load_ms += (time.perf_counter() - started) * 1000
 
-    def _rebuild(self, manifest: Manifest | None) -> None:
-        db_dir = self.local_dir / f"db-{uuid.uuid4().hex}"
+    def _catch_up(self, version: int) -> bool:
+        """Replays only the missing changelogs when the clean working copy is behind."""
+        current = self.loaded_version
+        if current is None or self.pending or version < current:
+            return False
+        manifest = self.checkpoint.read_manifest(version)
+        missing = manifest.changelogs_after(current)
+        if len(missing) != version - current:
+            return False  # the chain starts after our version: rebuild from a snapshot
+        for changelog in missing:
+            self._apply(self.checkpoint.read_changelog(changelog), count_keys=False)
+            self.metrics.replayed_versions += 1
+        self.num_keys, self.manifest, self.loaded_version = manifest.num_keys, manifest, version
+        return True
+
+    def _rebuild(self, version: int) -> None:
+        self.snapshots.drain()
+        self._close_db()
+        plan = None if version == 0 else self.checkpoint.plan_load(version)
+        if plan is None:
+            self.checkpoint.refuse_foreign_state()
         shutil.rmtree(self.local_dir, ignore_errors=True)
         self.local_dir.mkdir(parents=True)
-        if manifest and manifest.snapshot:
-            self.checkpoint.download_snapshot(manifest.snapshot, db_dir)
+        db_dir = self.local_dir / f"db-{uuid.uuid4().hex}"
+        if plan and plan.snapshot:
+            self.checkpoint.download_snapshot(plan.snapshot, db_dir)
         self._open_db(db_dir)
-        self.num_keys = manifest.num_keys if manifest else 0
-        for changelog in manifest.changelogs if manifest else []:
+        self.snapshots.adopt(plan.snapshot if plan else None)
+        for changelog in plan.changelogs if plan else []:
             self._apply(self.checkpoint.read_changelog(changelog), count_keys=False)
             self.metrics.replayed_versions += 1
         self.pending.clear()
-        if manifest:
-            self.num_keys = manifest.num_keys
+        self.num_keys = plan.manifest.num_keys if plan else 0
+        self.manifest = plan.manifest if plan else None
+        self.loaded_version = version
         self.metrics.rebuilds += 1
 
     def _open_db(self, db_dir: Path) -> None:
@@ -226,6 +260,11 @@ class VersionedStore:
     # ---- committing ---------------------------------------------------------------------
 
     def commit(self, new_version: int) -> dict[str, int | bool]:
+        """Durable when it returns: the changelog and the manifest are published.
+
+        A snapshot never delays it, unless the replay bound would be exceeded: then the
+        commit waits for the upload in flight and, if that is not enough, snapshots now.
+        """
         self._require_loaded()
         assert self.loaded_version is not None
         if new_version != self.loaded_version + 1:
@@ -234,46 +273,64 @@ class VersionedStore:
                 f"{self.loaded_version}"
             )
         started = time.perf_counter()
-        manifest = self._next_manifest(new_version)
-        if not self.checkpoint.publish(manifest):
+        changelog = self.checkpoint.write_changelog(new_version, bytes(self.pending))
+        self.metrics.changelog_bytes += changelog.file.size
+        chain = self._chain_with(changelog)
+        if self._beyond_replay_bound(chain):
+            self.snapshots.drain()
+            chain = self._chain_with(changelog)
+            if self._beyond_replay_bound(chain):
+                self.snapshots.take_now(self._db(), new_version, self.num_keys)
+                self.metrics.forced_snapshots += 1
+                chain = self._chain_with(changelog)
+        manifest = Manifest(new_version, self.snapshots.latest, chain, self.num_keys,
+                            self.column_families())
+        if not self.checkpoint.publish_manifest(manifest):
             # Another attempt of this batch published first; its files are the version now.
-            self.checkpoint.discard_unpublished(self._new_files(manifest))
+            self.checkpoint.discard_unpublished([changelog.file])
             self.loaded_version, self.manifest = None, None
             self.pending.clear()
             self.metrics.lost_publish_races += 1
             return {"published": False}
         self.loaded_version, self.manifest = new_version, manifest
         self.pending.clear()
+        if len(chain) >= self.opts.snapshot_interval and not self.snapshots.in_flight():
+            self.snapshots.start(self._db(), new_version, self.num_keys)
         self.metrics.commits += 1
         self.metrics.commit_ms += (time.perf_counter() - started) * 1000
         return {"published": True, "num_keys": self.num_keys}
 
-    def _next_manifest(self, version: int) -> Manifest:
-        chain = list(self.manifest.changelogs) if self.manifest else []
-        if len(chain) + 1 >= self.opts.snapshot_interval:
-            snapshot, chain = self._snapshot(version), []
-        else:
-            snapshot = self.manifest.snapshot if self.manifest else None
-            changelog = self.checkpoint.write_changelog(version, bytes(self.pending))
-            self.metrics.changelog_bytes += changelog.file.size
-            chain.append(changelog)
-        return Manifest(version, snapshot, chain, self.num_keys, self.column_families())
+    def _chain_with(self, changelog: Changelog) -> list[Changelog]:
+        """The changelogs to replay after the newest published snapshot, ending with ours.
 
-    def _new_files(self, manifest: Manifest) -> list:
-        previous = {f.name for f in self.manifest.files()} if self.manifest else set()
-        return [f for f in manifest.files() if f.name not in previous]
+        Our own changelog always stays in the manifest, so every version keeps the record
+        of its own change even when a snapshot of it exists.
+        """
+        base = self.snapshots.latest
+        previous = self.manifest.changelogs_after(base) if self.manifest else []
+        return [*previous, changelog]
 
-    def _snapshot(self, version: int):
+    def _beyond_replay_bound(self, chain: list[Changelog]) -> bool:
+        replay = [c for c in chain if c.version > (self.snapshots.latest or 0)]
+        return (len(replay) > self.opts.max_replay_versions
+                or sum(c.file.size for c in replay) > self.opts.max_replay_bytes)
+
+    def finish(self) -> None:
+        """Completes uploads in flight and makes sure the last committed version has a
+        snapshot (the final checkpoint), so it loads with no replay. A dirty working copy
+        (an uncommitted batch) is not snapshotted: only committed state is ever written."""
+        self.snapshots.drain()
+        version = self.loaded_version
+        if version and not self.pending and self.snapshots.latest != version:
+            self.snapshots.take_now(self._db(), version, self.num_keys)
+
+    def _snapshot_failed(self, message: str) -> None:
+        self.metrics.snapshot_failures += 1
+        self.failures.append(message)
+
+    def _db(self) -> Rdict:
         assert self.db is not None
-        target = self.local_dir / f"checkpoint-{uuid.uuid4().hex}"
-        RocksCheckpoint(self.db).create_checkpoint(str(target))
-        try:
-            snapshot = self.checkpoint.upload_snapshot(version, target)
-        finally:
-            shutil.rmtree(target, ignore_errors=True)
-        self.metrics.snapshots += 1
-        self.metrics.snapshot_bytes += sum(f.size for f in snapshot.files)
-        return snapshot
+        return self.db
 
     def abort(self) -> None:
         if self.pending:
@@ -283,9 +340,17 @@ class VersionedStore:
     # ---- maintenance and metrics -------------------------------------------------------
 
     def collect_garbage(self, min_versions_to_retain: int) -> int:
-        deleted = self.checkpoint.collect_garbage(min_versions_to_retain).files_deleted
-        self.metrics.gc_files_deleted += deleted
-        return deleted
+        # Our own upload in flight is not referenced yet: let it publish first. (Other
+        # processes' uploads are protected by the orphan margin.)
+        self.snapshots.drain()
+        plan = self.checkpoint.collect_garbage(min_versions_to_retain,
+                                               self.opts.orphan_margin_seconds)
+        self.metrics.gc_files_deleted += plan.files_deleted
+        return plan.files_deleted
+
+    def upload_lag(self) -> int:
+        """Committed versions not yet covered by a published snapshot."""
+        return (self.loaded_version or 0) - (self.snapshots.latest or 0)
 
     def memory_bytes(self) -> int:
         if self.db is None:
@@ -296,5 +361,7 @@ class VersionedStore:
         return total
 
     def close(self) -> None:
+        """Releases the working copy. Never writes: call `finish` first for a final snapshot."""
+        self.snapshots.drain()
         self._close_db()
         shutil.rmtree(self.local_dir, ignore_errors=True)

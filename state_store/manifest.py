@@ -1,14 +1,20 @@
-"""The manifest: the durable, immutable record that makes one version of a store visible.
+"""The durable records of a store: manifests (versions) and snapshot descriptors.
 
 A version exists if and only if its manifest is published (put-if-absent, see storage).
-The manifest lists every file the version needs, each with size, checksum and owner, so a
-version is loadable from its manifest alone and garbage is derivable from the set of
-retained manifests (the shared-file registry).
+Its state is: the snapshot it names as base, plus its changelogs replayed in order. A
+snapshot of a version may be published later than the version itself (uploads run in the
+background); a reader may start from any published snapshot between the base and the
+version and replay only the changelogs after it.
+
+Every file either record needs is listed with size, checksum and owner, so the set of
+retained records alone tells which files are live: that is the shared-file registry
+(checkpoint.Registry).
 
 Layout under a store root:
   manifests/<version:020d>.json   one per committed version
+  snapshots/<version:020d>.json   one per uploaded snapshot
   files/<uuid>.changelog          the writes of one version (records.py encoding)
-  files/<uuid>-<name>             a file of a RocksDB snapshot (SST, MANIFEST, OPTIONS, ...)
+  files/<uuid>-<local name>       a file of a RocksDB checkpoint (SST, MANIFEST, OPTIONS, ...)
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from typing import Any
 
 from .errors import CorruptFileError
 from .storage import Written
@@ -23,6 +30,7 @@ from .storage import Written
 FORMAT_VERSION = 1
 KIND = "pyrocks-state-store"
 MANIFEST_DIR = "manifests"
+SNAPSHOT_DIR = "snapshots"
 FILES_DIR = "files"
 
 
@@ -48,53 +56,61 @@ class FileRef:
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A complete RocksDB checkpoint of one version."""
-
-    version: int
-    files: list[FileRef]
-
-
-@dataclass(frozen=True, slots=True)
 class Changelog:
     version: int
     file: FileRef
 
 
 @dataclass(frozen=True)
+class SnapshotDescriptor:
+    """A complete RocksDB checkpoint of one version."""
+
+    version: int
+    files: list[FileRef]
+    num_keys: int
+    full: bool = False  # forced full: references no file of an earlier snapshot
+    format_version: int = FORMAT_VERSION
+    kind: str = KIND
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(data: bytes, where: str) -> SnapshotDescriptor:
+        raw = _checked(data, where)
+        try:
+            return SnapshotDescriptor(
+                version=int(raw["version"]), files=[_file_ref(f) for f in raw["files"]],
+                num_keys=int(raw["num_keys"]), full=bool(raw["full"]),
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptFileError(f"{where} is not a valid snapshot descriptor: {e!r}") from e
+
+
+@dataclass(frozen=True)
 class Manifest:
     version: int
-    snapshot: Snapshot | None  # the newest snapshot at or below `version`, if any
-    changelogs: list[Changelog]  # every version after the snapshot, in order, up to `version`
+    snapshot_version: int | None  # the base: the newest snapshot published at commit time
+    changelogs: list[Changelog]  # every version after the base, in order, up to `version`
     num_keys: int
     column_families: list[str] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
     kind: str = KIND
 
-    def files(self) -> list[FileRef]:
-        snapshot_files = self.snapshot.files if self.snapshot else []
-        return [*snapshot_files, *(c.file for c in self.changelogs)]
+    def changelogs_after(self, version: int | None) -> list[Changelog]:
+        return [c for c in self.changelogs if version is None or c.version > version]
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
     @staticmethod
     def from_json(data: bytes, where: str) -> Manifest:
+        raw = _checked(data, where)
         try:
-            raw = json.loads(data)
-            if raw.get("kind") != KIND:
-                raise CorruptFileError(f"{where} is not a manifest of this state store")
-            if raw.get("format_version") != FORMAT_VERSION:
-                raise CorruptFileError(
-                    f"{where} has format_version {raw.get('format_version')}; "
-                    f"this build reads format_version {FORMAT_VERSION}"
-                )
-            snap = raw["snapshot"]
+            snapshot = raw["snapshot_version"]
             return Manifest(
                 version=int(raw["version"]),
-                snapshot=None if snap is None else Snapshot(
-                    int(snap["version"]), [_file_ref(f) for f in snap["files"]]
-                ),
+                snapshot_version=None if snapshot is None else int(snapshot),
                 changelogs=[
                     Changelog(int(c["version"]), _file_ref(c["file"])) for c in raw["changelogs"]
                 ],
@@ -105,7 +121,22 @@ class Manifest:
             raise CorruptFileError(f"{where} is not a valid manifest: {e!r}") from e
 
 
-def _file_ref(raw: dict) -> FileRef:
+def _checked(data: bytes, where: str) -> dict[str, Any]:
+    try:
+        raw = json.loads(data)
+    except ValueError as e:
+        raise CorruptFileError(f"{where} is not valid JSON: {e}") from e
+    if not isinstance(raw, dict) or raw.get("kind") != KIND:
+        raise CorruptFileError(f"{where} is not a record of this state store")
+    if raw.get("format_version") != FORMAT_VERSION:
+        raise CorruptFileError(
+            f"{where} has format_version {raw.get('format_version')}; "
+            f"this build reads format_version {FORMAT_VERSION}"
+        )
+    return raw
+
+
+def _file_ref(raw: dict[str, Any]) -> FileRef:
     return FileRef(
         name=raw["name"], size=int(raw["size"]), checksum=raw["checksum"],
         owner=Owner(raw["owner"]), local_name=raw.get("local_name", ""),
@@ -116,7 +147,12 @@ def manifest_path(version: int) -> str:
     return f"{MANIFEST_DIR}/{version:020d}.json"
 
 
-def parse_manifest_name(name: str) -> int | None:
+def snapshot_path(version: int) -> str:
+    return f"{SNAPSHOT_DIR}/{version:020d}.json"
+
+
+def parse_record_name(name: str) -> int | None:
+    """The version in a manifest or snapshot descriptor name; None for anything else."""
     stem, dot, ext = name.partition(".")
     return int(stem) if dot and ext == "json" and stem.isdigit() else None
 

@@ -9,8 +9,9 @@ needs them before any worker exists; it checks their values with the same words.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import OptionError
@@ -30,6 +31,20 @@ def _boolean(text: str) -> bool:
     if lowered not in ("true", "false"):
         raise ValueError("must be true or false")
     return lowered == "true"
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON object")
+    return value
 
 
 def _text(text: str) -> str:
@@ -61,8 +76,19 @@ SPECS: tuple[OptionSpec, ...] = (
                "Where workers keep sockets and working RocksDB copies; default: java.io.tmpdir."),
     OptionSpec("rootUrl", "root_url", _text, "", "an fsspec URL or local path",
                "Durable root for state; default: each store's own checkpoint location."),
+    OptionSpec("rootOptions", "root_options", _json_object, "{}", "a JSON object",
+               "fsspec storage options for rootUrl, e.g. {\"endpoint_url\": \"http://...\"}."),
     OptionSpec("snapshotInterval", "snapshot_interval", _positive_int, "10", "an integer >= 1",
-               "A full snapshot is written when a version's changelog chain reaches this length."),
+               "A snapshot upload starts in the background once this many changelogs "
+               "follow the newest snapshot."),
+    OptionSpec("maxReplayVersions", "max_replay_versions", _positive_int, "50",
+               "an integer >= 1", "Bound on changelogs replayed at load: a commit that would "
+               "exceed it waits for (or takes) a snapshot."),
+    OptionSpec("maxReplayBytes", "max_replay_bytes", _positive_int, "268435456",
+               "an integer >= 1", "Bound on changelog bytes replayed at load, likewise."),
+    OptionSpec("orphanMarginSeconds", "orphan_margin_seconds", _non_negative_float, "3600",
+               "a number >= 0", "Files no record references are deleted once this old "
+               "(leftovers of crashed or losing attempts)."),
     OptionSpec("trackTotalNumberOfRows", "track_num_keys", _boolean, "true", "true or false",
                "Count keys exactly (one extra lookup per put/remove) for numRowsTotal."),
     OptionSpec("iteratorChunkBytes", "iterator_chunk_bytes", _positive_int, "1048576",
@@ -78,7 +104,11 @@ class StoreOptions:
     """The options a worker's engine uses; launch options never reach it."""
 
     root_url: str | None = None
+    root_options: dict[str, Any] = field(default_factory=dict)
     snapshot_interval: int = 10
+    max_replay_versions: int = 50
+    max_replay_bytes: int = 256 << 20
+    orphan_margin_seconds: float = 3600.0
     track_num_keys: bool = True
     iterator_chunk_bytes: int = 1 << 20
     write_buffer_mb: int = 16

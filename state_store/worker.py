@@ -16,7 +16,8 @@ import socket
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 from . import options as options_mod
@@ -32,9 +33,11 @@ _SEND_LIMIT = 1 << 20
 class Session:
     """The state of one connection: its store, its open iterators, a deferred write error."""
 
-    def __init__(self, conn: socket.socket, data_dir: Path) -> None:
+    def __init__(self, conn: socket.socket, data_dir: Path, uploads: Executor) -> None:
         self.conn = conn
         self.data_dir = data_dir
+        self.uploads = uploads
+        self.lock = threading.Lock()  # one request at a time, and none during final snapshots
         self.store: VersionedStore | None = None
         self.iterators: dict[int, Iterator[tuple[bytes, bytes]]] = {}
         self.deferred_error: str | None = None
@@ -42,7 +45,7 @@ class Session:
 
     # ---- framing ------------------------------------------------------------------------
 
-    def serve(self) -> None:
+    def serve(self, on_closed: Callable[[Session], None]) -> None:
         reader = self.conn.makefile("rb", buffering=1 << 18)
         try:
             while True:
@@ -53,10 +56,13 @@ class Session:
                 body = reader.read(length - 1)
                 if len(body) != length - 1:
                     return
-                self.handle(kind, body)
+                with self.lock:
+                    self.handle(kind, body)
         finally:
-            self.close_store()
+            with self.lock:
+                self.close_store()
             self.conn.close()
+            on_closed(self)
 
     def handle(self, kind: int, body: bytes) -> None:
         try:
@@ -119,6 +125,9 @@ class Session:
             return _json(self.metrics(store))
         elif request is Request.MAINTAIN:
             return _json({"gc_files_deleted": store.collect_garbage(I32.unpack(body)[0])})
+        elif request is Request.FINISH:
+            store.finish()
+            return _json({"failures": store.failures})
         elif request is Request.CLOSE:
             self.close_store()
         elif request is Request.DROP_CF:
@@ -139,8 +148,9 @@ class Session:
         self.chunk_bytes = opts.iterator_chunk_bytes
         local = self.data_dir / spec["local_name"]
         self.close_store()
+        storage = Storage(root, opts.root_options)
         self.store = VersionedStore(
-            spec["store_name"], Checkpoint(Storage(root), spec["store_name"]), local, opts
+            spec["store_name"], Checkpoint(storage, spec["store_name"]), local, opts, self.uploads
         )
         return _json({"pid": os.getpid(), "root": root})
 
@@ -187,16 +197,9 @@ class Session:
         return b"".join(parts)
 
     def metrics(self, store: VersionedStore) -> dict:
-        m = store.metrics
-        return {
-            "num_keys": store.num_keys,
-            "memory_bytes": store.memory_bytes(),
-            "commit_ms": round(m.commit_ms), "changelog_bytes": m.changelog_bytes,
-            "snapshots": m.snapshots, "snapshot_bytes": m.snapshot_bytes,
-            "load_ms": round(m.load_ms), "replayed_versions": m.replayed_versions,
-            "rebuilds": m.rebuilds, "lost_publish_races": m.lost_publish_races,
-            "gc_files_deleted": m.gc_files_deleted, "round_trips": m.round_trips,
-        }
+        counters = {k: round(v) for k, v in vars(store.metrics).items()}
+        return {**counters, "num_keys": store.num_keys, "memory_bytes": store.memory_bytes(),
+                "upload_lag_versions": store.upload_lag()}
 
 
 def _split_cf(body: bytes, offset: int) -> tuple[str, bytes]:
@@ -219,12 +222,22 @@ def _describe(e: Exception) -> str:
 # ---- process ------------------------------------------------------------------------------
 
 
-def _watch_parent(cleanup: callable) -> None:
-    """Exits when the parent JVM closes our stdin (it died or shut the pool down)."""
+def _watch_parent(sessions: set[Session], cleanup: Callable[[], None]) -> None:
+    """Exits when the parent JVM closes our stdin (it shut the pool down, or died).
+
+    Before exiting, every open store finishes: uploads in flight complete and the last
+    committed version gets its snapshot, so nothing is left half-published.
+    """
     try:
         while sys.stdin.buffer.read(1 << 12):
             pass
     finally:
+        for session in list(sessions):
+            with session.lock:
+                if session.store is not None:
+                    with contextlib.suppress(Exception):
+                        session.store.finish()
+                session.close_store()
         cleanup()
         os._exit(0)
 
@@ -250,14 +263,18 @@ def main(argv: list[str] | None = None) -> None:
     server.bind(str(args.socket))
     os.chmod(args.socket, 0o600)
     server.listen(64)
-    threading.Thread(target=_watch_parent, args=(cleanup,), daemon=True).start()
+    sessions: set[Session] = set()
+    uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
+    threading.Thread(target=_watch_parent, args=(sessions, cleanup), daemon=True).start()
     # The shim waits for this line before connecting; nothing else goes to stdout.
     print(f"READY {os.getpid()}", flush=True)
     sys.stdout = sys.stderr
     while True:
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
-        threading.Thread(target=Session(conn, args.data_dir).serve, daemon=True).start()
+        session = Session(conn, args.data_dir, uploads)
+        sessions.add(session)
+        threading.Thread(target=session.serve, args=(sessions.discard,), daemon=True).start()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,11 @@ from state_store.records import Op
 from state_store.storage import Storage
 
 
-def open_store(root: Path, local: Path, interval: int = 3) -> VersionedStore:
+def open_store(root: Path | str, local: Path, interval: int = 3, **options: object
+               ) -> VersionedStore:
     checkpoint = Checkpoint(Storage(str(root)), "test-store")
-    return VersionedStore("test-store", checkpoint, local, StoreOptions(snapshot_interval=interval))
+    opts = StoreOptions(snapshot_interval=interval, **options)  # type: ignore[arg-type]
+    return VersionedStore("test-store", checkpoint, local, opts, ThreadPoolExecutor(1))
 
 
 def put(key: str, value: str, cf: str = "default") -> bytes:
@@ -64,8 +67,9 @@ def test_every_version_reloads_with_its_data(tmp_path: Path) -> None:
 def test_snapshots_bound_the_changelog_chain(tmp_path: Path) -> None:
     store = open_store(tmp_path / "root", tmp_path / "a", interval=3)
     commit_versions(store, 7)
-    manifest = store.checkpoint.read_manifest(7)
-    assert manifest.snapshot is not None and len(manifest.changelogs) < 3
+    store.snapshots.drain()
+    plan = store.checkpoint.plan_load(7)
+    assert plan.snapshot is not None and len(plan.changelogs) <= 3
 
 
 def test_gets_and_scans_see_uncommitted_writes(tmp_path: Path) -> None:
@@ -151,8 +155,8 @@ def test_corrupt_manifest_is_refused(tmp_path: Path) -> None:
 def test_corrupt_snapshot_file_is_refused(tmp_path: Path) -> None:
     store = open_store(tmp_path / "root", tmp_path / "a", interval=2)
     commit_versions(store, 2)
-    snapshot = store.checkpoint.read_manifest(2).snapshot
-    assert snapshot is not None
+    store.snapshots.drain()
+    snapshot = store.checkpoint.read_snapshot(2)
     sst = next(f for f in snapshot.files if f.local_name.endswith(".sst"))
     path = tmp_path / "root" / "files" / sst.name
     path.unlink()  # a hard link to RocksDB's file: replace it rather than write through it
@@ -178,9 +182,8 @@ def test_gc_keeps_retained_versions_and_deletes_the_rest(tmp_path: Path) -> None
     store.collect_garbage(min_versions_to_retain=3)
     checkpoint = store.checkpoint
     assert checkpoint.versions() == [7, 8, 9]
-    referenced = {f.name for v in (7, 8, 9) for f in checkpoint.read_manifest(v).files()}
-    on_disk = {p.name for p in (tmp_path / "root" / "files").iterdir()}
-    assert on_disk == referenced
+    leftover = checkpoint.plan_garbage(3, orphan_margin_s=0)
+    assert (leftover.garbage, leftover.orphans, leftover.expired_snapshots) == ([], [], [])
     fresh = open_store(tmp_path / "root", tmp_path / "b")
     for v in (7, 8, 9):
         fresh.load(v)

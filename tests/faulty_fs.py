@@ -1,0 +1,113 @@
+"""A real filesystem that dies on cue: the crash-injection substrate for durability tests.
+
+`FaultyFileSystem` stores files on local disk like fsspec's LocalFileSystem, but it is not
+one (so Storage takes its generic path, the one S3 takes) and every mutating call counts
+down a fuse. When the fuse reaches zero the call raises `SimulatedCrash` before doing
+anything: the process "died" at exactly that point, and whatever it wrote before stays.
+An optional gate blocks writes until released, to observe work in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from typing import Any
+
+from fsspec import AbstractFileSystem, register_implementation
+from fsspec.implementations.local import LocalFileSystem
+
+PROTOCOL = "faulty"
+
+
+class SimulatedCrash(BaseException):
+    """Not an Exception: code under test must not be able to swallow a process death."""
+
+
+class Fuse:
+    def __init__(self) -> None:
+        self.remaining: int | None = None
+        self.mutations = 0
+        self.gate = threading.Event()
+        self.gate.set()
+        self._lock = threading.Lock()
+
+    def arm(self, after: int) -> None:
+        self.remaining = after
+
+    def disarm(self) -> None:
+        self.remaining = None
+
+    def tick(self, what: str) -> None:
+        self.gate.wait()
+        with self._lock:
+            self.mutations += 1
+            if self.remaining is None:
+                return
+            if self.remaining == 0:
+                self.remaining = None
+                raise SimulatedCrash(what)
+            self.remaining -= 1
+
+
+FUSE = Fuse()
+
+
+class FaultyFileSystem(AbstractFileSystem):
+    protocol = PROTOCOL
+    root_marker = "/"
+    cachable = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.local = LocalFileSystem()
+
+    @classmethod
+    def _strip_protocol(cls, path: str) -> str:
+        path = path[len(PROTOCOL) + 3:] if path.startswith(PROTOCOL + "://") else path
+        return "/" + path.lstrip("/")
+
+    # ---- reads delegate unchanged --------------------------------------------------------
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        return self.local.ls(path, detail=detail)
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        return self.local.info(path)
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None,
+                 **kwargs: Any) -> bytes:
+        return self.local.cat_file(path, start=start, end=end)
+
+    # ---- every mutation passes the fuse first ----------------------------------------------
+
+    def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+        if "r" not in mode:
+            FUSE.tick(f"open {path} {mode}")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        return open(path, mode)  # noqa: SIM115 - the caller closes it
+
+    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        FUSE.tick(f"write {path}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "xb" if mode == "create" else "wb") as f:
+            f.write(value)
+
+    def put_file(self, lpath: str, rpath: str, **kwargs: Any) -> None:
+        FUSE.tick(f"upload {rpath}")
+        os.makedirs(os.path.dirname(rpath), exist_ok=True)
+        shutil.copyfile(lpath, rpath)
+
+    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        FUSE.tick(f"copy {path1} {path2}")
+        shutil.copyfile(path1, path2)
+
+    def rm_file(self, path: str) -> None:
+        FUSE.tick(f"delete {path}")
+        os.remove(path)
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        os.makedirs(path, exist_ok=exist_ok)
+
+
+register_implementation(PROTOCOL, FaultyFileSystem, clobber=True)

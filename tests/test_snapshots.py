@@ -1,0 +1,223 @@
+"""Incremental and forced-full snapshots, commits that never wait for uploads, the replay
+bound, the final snapshot, concurrent attempts, and orphan collection — on real rocksdict."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import faulty_fs
+from faulty_fs import FUSE
+from state_store.manifest import Owner
+from test_engine import commit_versions, contents, open_store, put
+
+
+@pytest.fixture(autouse=True)
+def _closed_gate():
+    yield
+    FUSE.gate.set()
+    FUSE.disarm()
+
+
+def bulk(n: int, seed: int, value_size: int = 100) -> bytes:
+    rng = random.Random(seed)
+    return b"".join(put(f"key-{rng.randrange(10**9):09d}", "x" * value_size) for _ in range(n))
+
+
+def test_snapshot_after_a_small_change_uploads_only_new_ssts(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=1)
+    # Two large batches: two SSTs, below RocksDB's L0 compaction trigger (4), so no
+    # background compaction rewrites them between the two snapshots.
+    for version in range(2):
+        store.load(version)
+        store.write(bulk(40_000, seed=version))
+        store.commit(version + 1)
+        store.snapshots.drain()
+    first = store.checkpoint.read_snapshot(2)
+    store.metrics = type(store.metrics)()
+    store.load(2)
+    store.write(put("key-small-change", "y"))
+    store.commit(3)
+    store.snapshots.drain()
+    second = store.checkpoint.read_snapshot(3)
+
+    ssts = lambda d: {f.name: f for f in d.files if f.local_name.endswith(".sst")}  # noqa: E731
+    shared = ssts(first).keys() & ssts(second).keys()
+    new = ssts(second).keys() - ssts(first).keys()
+    assert len(shared) == 2 and len(new) == 1  # the flushed memtable is the only new SST
+    state_bytes = sum(f.size for f in ssts(second).values())
+    assert store.metrics.snapshot_files_reused == len(shared)
+    assert store.metrics.snapshot_bytes_reused == sum(ssts(second)[n].size for n in shared)
+    assert store.metrics.snapshot_bytes_uploaded < state_bytes / 20
+    on_disk = {p.name for p in (tmp_path / "root" / "files").iterdir()}
+    assert new <= on_disk and shared <= on_disk
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(3)
+    assert fresh.metrics.replayed_versions == 0
+    assert fresh.get("default", b"key-small-change") == b"y"
+
+
+def test_forced_full_snapshot_references_nothing_earlier(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=1)
+    expected = commit_versions(store, 4)
+    store.snapshots.drain()
+    earlier = {f.name for s in store.checkpoint.snapshot_versions()
+               for f in store.checkpoint.read_snapshot(s).files}
+    store.opts = replace(store.opts, snapshot_interval=100)  # no background snapshot of 5
+    store.load(4)
+    store.write(put("extra", "1"))
+    store.commit(5)
+    store.snapshots.take_now(store.db, 5, store.num_keys, full=True)  # type: ignore[arg-type]
+    snapshots = [store.checkpoint.read_snapshot(v) for v in store.checkpoint.snapshot_versions()]
+    full = [s for s in snapshots if s.full]
+    assert len(full) == 1 and full[0].version == 5
+    assert not {f.name for f in full[0].files} & earlier
+    assert all(f.owner is Owner.OWNED for f in full[0].files)
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(5)
+    assert contents(fresh) == {**expected[4], b"extra": b"1"}
+
+
+def test_commit_returns_while_the_snapshot_is_still_uploading(tmp_path: Path) -> None:
+    store = open_store(f"{faulty_fs.PROTOCOL}://{tmp_path}/root", tmp_path / "a", interval=1)
+    store.load(0)
+    store.write(put("a", "1"))
+    store.commit(1)
+    store.snapshots.drain()
+    FUSE.gate.clear()  # every durable write blocks until the gate opens
+    store.load(1)
+    store.write(put("b", "2"))
+    done = threading.Event()
+    threading.Thread(target=lambda: (store.commit(2), done.set()), daemon=True).start()
+    assert not done.wait(0.5)  # the commit itself writes a changelog: blocked too
+    FUSE.gate.set()
+    assert done.wait(10)
+    FUSE.gate.clear()  # now only the background upload of the snapshot of 2 can be waiting
+    store.load(2)
+    store.write(put("c", "3"))
+    committed = threading.Event()
+    threading.Thread(target=lambda: (store.commit(3), committed.set()), daemon=True).start()
+    FUSE.gate.set()
+    assert committed.wait(10)
+    store.snapshots.drain()
+    assert 2 in store.checkpoint.snapshot_versions() or 3 in store.checkpoint.snapshot_versions()
+
+
+def test_commit_publishes_before_its_snapshot(tmp_path: Path) -> None:
+    """The manifest of a version is durable while that version's snapshot is still pending."""
+    store = open_store(f"{faulty_fs.PROTOCOL}://{tmp_path}/root", tmp_path / "a", interval=1)
+    store.load(0)
+    store.write(put("a", "1"))
+    blocker = threading.Event()
+    original = store.snapshots._upload
+
+    def slow_upload(*args: object) -> None:
+        blocker.wait(10)
+        original(*args)  # type: ignore[arg-type]
+
+    store.snapshots._upload = slow_upload  # type: ignore[method-assign]
+    store.commit(1)
+    assert store.checkpoint.versions() == [1]
+    assert store.checkpoint.snapshot_versions() == []
+    assert store.upload_lag() == 1
+    blocker.set()
+    store.snapshots.drain()
+    assert store.checkpoint.snapshot_versions() == [1]
+    assert store.upload_lag() == 0
+
+
+def test_replay_bound_forces_a_snapshot(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=1000, max_replay_versions=3)
+    commit_versions(store, 10)
+    for version in range(1, 11):
+        assert len(store.checkpoint.plan_load(version).changelogs) <= 3
+    assert store.checkpoint.snapshot_versions()
+
+
+def test_replay_bound_in_bytes(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=1000,
+                       max_replay_bytes=50_000)
+    for version in range(6):
+        store.load(version)
+        store.write(bulk(200, seed=version))  # ~25 kB of changelog per version
+        store.commit(version + 1)
+    for version in range(1, 7):
+        plan = store.checkpoint.plan_load(version)
+        assert sum(c.file.size for c in plan.changelogs) <= 50_000
+
+
+def test_finish_leaves_the_last_version_loadable_without_replay(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=100)
+    expected = commit_versions(store, 5)
+    store.finish()
+    store.close()
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(5)
+    assert fresh.metrics.replayed_versions == 0
+    assert contents(fresh) == expected[5]
+
+
+def test_finish_never_snapshots_uncommitted_writes(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=100)
+    commit_versions(store, 2)
+    store.load(2)
+    store.write(put("uncommitted", "x"))
+    store.finish()
+    assert store.checkpoint.snapshot_versions() == []
+
+
+def test_concurrent_attempts_at_one_version(tmp_path: Path) -> None:
+    """Zombie and retry commit version 3 at the same instant: one wins, the other cleans up."""
+    root = tmp_path / "root"
+    commit_versions(open_store(root, tmp_path / "seed"), 2)
+    attempts = [open_store(root, tmp_path / f"attempt-{i}", interval=100) for i in range(2)]
+    for i, store in enumerate(attempts):
+        store.load(2)
+        store.write(put("winner", f"attempt-{i}"))
+    start = threading.Barrier(2)
+    results: list[bool] = [False, False]
+
+    def commit(i: int) -> None:
+        start.wait()
+        results[i] = bool(attempts[i].commit(3)["published"])
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False, True]
+    winner = results.index(True)
+    checkpoint = attempts[winner].checkpoint
+    referenced = {f.file.name for v in checkpoint.versions()
+                  for f in checkpoint.read_manifest(v).changelogs}
+    assert {p.name for p in (root / "files").iterdir()} == referenced  # the loser's file is gone
+    reader = open_store(root, tmp_path / "reader")
+    reader.load(3)
+    assert reader.get("default", b"winner") == f"attempt-{winner}".encode()
+
+
+def test_orphans_of_crashed_attempts_are_collected_after_the_margin(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    store = open_store(root, tmp_path / "a", interval=100)
+    commit_versions(store, 3)
+    orphan = root / "files" / "0123456789abcdef0123456789abcdef.changelog"
+    orphan.write_bytes(b"a crashed attempt's changelog")
+    interrupted = root / "manifests" / "00000000000000000004.json.deadbeef.tmp"
+    interrupted.write_bytes(b"{")
+    store.opts = replace(store.opts, orphan_margin_seconds=3600)
+    store.collect_garbage(10)
+    assert orphan.exists() and interrupted.exists()  # too young: might be a commit in flight
+    old = time.time() - 7200
+    for path in (orphan, interrupted):
+        os.utime(path, (old, old))
+    store.collect_garbage(10)
+    assert not orphan.exists() and not interrupted.exists()
+    fresh = open_store(root, tmp_path / "b")
+    fresh.load(3)
