@@ -28,6 +28,7 @@ class Request(IntEnum):
     CLOSE = 12  # body: empty                            -> empty
     DROP_CF = 13  # body: UTF-8 name                     -> [dropped u8]
     LIST_CF = 14  # body: empty                          -> JSON list
+    FINISH = 15  # body: empty: drain uploads, snapshot the last version -> JSON {failures}
 
 
 NO_RESPONSE = frozenset({Request.WRITES, Request.ITER_CLOSE})

@@ -24,6 +24,7 @@ object Wire {
   val Close: Byte = 12
   val DropCf: Byte = 13
   val ListCf: Byte = 14
+  val Finish: Byte = 15
 
   val OpPut: Byte = 1
   val OpDelete: Byte = 2

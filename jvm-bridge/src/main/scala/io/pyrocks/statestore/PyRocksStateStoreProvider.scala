@@ -191,7 +191,8 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
     doCleanupMaintenance()
   }
 
-  /** Snapshots are taken at commit for now (see the engine's snapshot interval). */
+  /** Snapshots are uploaded by the worker's own upload thread, right after the commits
+   * that make them due; there is nothing for Spark's maintenance thread to do. */
   override def doSnapshotMaintenance(): Unit = {}
 
   override def doCleanupMaintenance(): Unit = synchronized {
@@ -211,11 +212,21 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = CustomMetrics
 
-  /** Releases the worker-side store and the connection. Never writes; never throws. */
+  /**
+   * The provider is being unloaded (its query stopped or moved): finish, then close.
+   * Finish completes uploads in flight and gives the last committed version a snapshot if
+   * it has none, so nothing is left half-published; it only ever writes committed state.
+   * Close releases the worker-side store and the connection. Neither throws: a failure is
+   * logged, and never masks an error the task already reported.
+   */
   override def close(): Unit = synchronized {
     if (connection != null) {
       if (!connection.isBroken) {
-        try connection.request(Wire.Close) catch {
+        try {
+          val answer = new String(connection.request(Wire.Finish), UTF_8)
+          if (!answer.contains("\"failures\": []")) logWarning(s"finishing $describe: $answer")
+          connection.request(Wire.Close)
+        } catch {
           case NonFatal(e) => logWarning(s"closing $describe: ${e.getMessage}")
         }
       }
@@ -232,10 +243,16 @@ object PyRocksStateStoreProvider {
   val CustomMetrics: Seq[StateStoreCustomMetric] = Seq(
     StateStoreCustomTimingMetric("pyrocks.commit_ms", "pyrocks: time to commit (ms)"),
     StateStoreCustomSizeMetric("pyrocks.changelog_bytes", "pyrocks: changelog bytes written"),
-    StateStoreCustomSumMetric("pyrocks.snapshots", "pyrocks: snapshots written"),
-    StateStoreCustomSizeMetric("pyrocks.snapshot_bytes", "pyrocks: snapshot bytes written"),
+    StateStoreCustomSumMetric("pyrocks.snapshots", "pyrocks: snapshots published"),
+    StateStoreCustomSumMetric("pyrocks.snapshot_files_uploaded", "pyrocks: snapshot files uploaded"),
+    StateStoreCustomSizeMetric("pyrocks.snapshot_bytes_uploaded", "pyrocks: snapshot bytes uploaded"),
+    StateStoreCustomSumMetric("pyrocks.snapshot_files_reused", "pyrocks: snapshot files reused"),
+    StateStoreCustomSizeMetric("pyrocks.snapshot_bytes_reused", "pyrocks: snapshot bytes reused"),
+    StateStoreCustomSumMetric("pyrocks.snapshot_failures", "pyrocks: snapshot uploads failed"),
+    StateStoreCustomSumMetric("pyrocks.forced_snapshots", "pyrocks: snapshots forced by the replay bound"),
+    StateStoreCustomSumMetric("pyrocks.upload_lag_versions", "pyrocks: versions not yet in a snapshot"),
     StateStoreCustomTimingMetric("pyrocks.load_ms", "pyrocks: time to load versions (ms)"),
-    StateStoreCustomSumMetric("pyrocks.replayed_versions", "pyrocks: changelogs replayed"),
+    StateStoreCustomSumMetric("pyrocks.replayed_versions", "pyrocks: changelogs replayed at load"),
     StateStoreCustomSumMetric("pyrocks.rebuilds", "pyrocks: working copies rebuilt"),
     StateStoreCustomSumMetric("pyrocks.lost_publish_races", "pyrocks: commits won by another attempt"),
     StateStoreCustomSumMetric("pyrocks.gc_files_deleted", "pyrocks: files deleted by GC"),
