@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pyrocks_support import pyrocks_conf
+from pyrocks_support import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY, pyrocks_conf
 
 # Spark's Python workers (UDFs, applyInPandasWithState) import test helpers by name too.
 _TESTS = str(Path(__file__).resolve().parent)
@@ -27,7 +27,8 @@ def pyrocks_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
     builder = (SparkSession.builder.master("local[2]").appName("pyrocks-tests")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false"))
+               .config("spark.ui.showConsoleProgress", "false")
+               .config(MAINTENANCE_INTERVAL_KEY, MAINTENANCE_INTERVAL))
     for key, value in pyrocks_conf(Path(tmp_path_factory.mktemp("pool"))).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -8,6 +8,11 @@ from pathlib import Path
 from state_store.spark import spark_conf
 
 WORKER_MODULE = "state_store.worker"
+# Spark's maintenance thread is one per JVM and keeps the interval of the first session that
+# starts it: every test session sets the same short one, so providers of stopped queries are
+# unloaded (and finished) within a second, whatever ran first.
+MAINTENANCE_INTERVAL_KEY = "spark.sql.streaming.stateStore.maintenanceInterval"
+MAINTENANCE_INTERVAL = "1s"
 
 
 def pyrocks_conf(local_dir: Path, **options: object) -> dict[str, str]:

@@ -66,10 +66,15 @@ def test_every_version_reloads_with_its_data(tmp_path: Path) -> None:
 
 def test_snapshots_bound_the_changelog_chain(tmp_path: Path) -> None:
     store = open_store(tmp_path / "root", tmp_path / "a", interval=3)
-    commit_versions(store, 7)
-    store.snapshots.drain()
+    for version in range(7):  # uploads that keep up: each drained before the next commit
+        store.load(version)
+        store.write(put(f"k{version}", "v"))
+        store.commit(version + 1)
+        store.snapshots.drain()
+    assert store.checkpoint.snapshot_versions() == [3, 6]
     plan = store.checkpoint.plan_load(7)
-    assert plan.snapshot is not None and len(plan.changelogs) <= 3
+    assert plan.snapshot is not None and plan.snapshot.version == 6
+    assert [c.version for c in plan.changelogs] == [7]
 
 
 def test_gets_and_scans_see_uncommitted_writes(tmp_path: Path) -> None:

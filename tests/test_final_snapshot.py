@@ -11,6 +11,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from pyrocks_support import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY, pyrocks_conf
 from state_store.checkpoint import Checkpoint
 from state_store.engine import VersionedStore
 from state_store.options import StoreOptions
@@ -32,27 +33,24 @@ def replay_at_latest(root: Path, scratch: Path) -> int:
 def test_available_now_query_ends_with_a_snapshot_of_its_last_version(
     pyrocks_spark: SparkSession, tmp_path: Path
 ) -> None:
-    pyrocks_spark.conf.set("spark.sql.streaming.stateStore.maintenanceInterval", "200ms")
     source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
     source.mkdir()
     for batch in range(4):
         rows = [json.dumps({"k": i % 13, "v": i}) for i in range(50)]
         (source / f"{batch:03d}.json").write_text("\n".join(rows) + "\n")
-    try:
-        stream = pyrocks_spark.readStream.schema("k int, v int").option("maxFilesPerTrigger", 1)
-        counts = stream.json(str(source)).groupBy("k").agg(F.sum("v"))
-        query = (counts.writeStream.outputMode("update").format("noop")
-                 .option("checkpointLocation", str(checkpoint))
-                 .trigger(availableNow=True).start())
-        query.awaitTermination(120)
-        assert query.lastProgress["batchId"] == 3
-        roots = store_roots(checkpoint)
-        assert roots
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not all(_snapshotted(r) for r in roots):
-            time.sleep(0.5)
-    finally:
-        pyrocks_spark.conf.unset("spark.sql.streaming.stateStore.maintenanceInterval")
+    stream = pyrocks_spark.readStream.schema("k int, v int").option("maxFilesPerTrigger", 1)
+    counts = stream.json(str(source)).groupBy("k").agg(F.sum("v"))
+    query = (counts.writeStream.outputMode("update").format("noop")
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.lastProgress["batchId"] == 3
+    roots = store_roots(checkpoint)
+    assert roots
+    # Spark unloads the providers of a terminated query at its next maintenance round.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(_snapshotted(r) for r in roots):
+        time.sleep(0.5)
     for i, root in enumerate(roots):
         assert _snapshotted(root), f"{root}: the last version has no snapshot"
         assert replay_at_latest(root, tmp_path / f"reader-{i}") == 0
@@ -62,3 +60,32 @@ def _snapshotted(root: Path) -> bool:
     checkpoint = Checkpoint(Storage(str(root)), str(root))
     versions = checkpoint.versions()
     return bool(versions) and versions[-1] in checkpoint.snapshot_versions()
+
+
+def test_stopping_the_session_finishes_every_store(tmp_path: Path) -> None:
+    """Session stop shuts the workers down; each first finishes its stores."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config(MAINTENANCE_INTERVAL_KEY, MAINTENANCE_INTERVAL))
+    for key, value in pyrocks_conf(tmp_path / "pool", snapshotInterval=1000).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    checkpoint = tmp_path / "ckpt"
+    try:
+        rates = spark.readStream.format("rate").option("rowsPerSecond", 200).load()
+        query = (rates.groupBy((F.col("value") % 17).alias("k")).count().writeStream
+                 .outputMode("update").format("noop")
+                 .option("checkpointLocation", str(checkpoint)).start())
+        while (query.lastProgress or {}).get("batchId", -1) < 3:
+            time.sleep(0.2)
+        query.stop()
+    finally:
+        spark.stop()
+    roots = store_roots(checkpoint)
+    assert roots
+    for i, root in enumerate(roots):
+        assert _snapshotted(root), f"{root}: the last version has no snapshot"
+        assert replay_at_latest(root, tmp_path / f"reader-{i}") == 0

@@ -15,6 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pyrocks_support import (
+    MAINTENANCE_INTERVAL,
+    MAINTENANCE_INTERVAL_KEY,
     java_children,
     leftover_files,
     pyrocks_conf,
@@ -38,7 +40,8 @@ def test_session_stop_ends_workers_and_removes_sockets(tmp_path: Path) -> None:
         active.stop()
     pool_dir = tmp_path / "pool"
     builder = (SparkSession.builder.master("local[2]")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false"))
+               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+               .config(MAINTENANCE_INTERVAL_KEY, MAINTENANCE_INTERVAL))
     for key, value in pyrocks_conf(pool_dir).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

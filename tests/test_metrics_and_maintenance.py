@@ -17,7 +17,6 @@ RETAIN = 3
 
 def test_metrics_and_retention(pyrocks_spark: SparkSession, tmp_path: Path) -> None:
     pyrocks_spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(RETAIN))
-    pyrocks_spark.conf.set("spark.sql.streaming.stateStore.maintenanceInterval", "200ms")
     source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
     source.mkdir()
     stream = pyrocks_spark.readStream.schema("k int").option("maxFilesPerTrigger", 1)
@@ -36,7 +35,6 @@ def test_metrics_and_retention(pyrocks_spark: SparkSession, tmp_path: Path) -> N
     finally:
         query.stop()
         pyrocks_spark.conf.unset("spark.sql.streaming.minBatchesToRetain")
-        pyrocks_spark.conf.unset("spark.sql.streaming.stateStore.maintenanceInterval")
 
     assert operator["numRowsTotal"] == 27  # keys 0..26
     custom = operator["customMetrics"]

@@ -14,7 +14,10 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from pyrocks_support import pyrocks_conf, worker_pids
+from pyrocks_support import (
+    pyrocks_conf,
+    worker_pids,
+)
 from state_store.spark import PROVIDER_KEY
 
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
