@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pyrocks_support import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY, pyrocks_conf
+from pyrocks_support import (
+    MAINTENANCE_INTERVAL,
+    MAINTENANCE_INTERVAL_KEY,
+    S3Endpoint,
+    pyrocks_conf,
+)
 
 # Spark's Python workers (UDFs, applyInPandasWithState) import test helpers by name too.
 _TESTS = str(Path(__file__).resolve().parent)
@@ -34,3 +39,10 @@ def pyrocks_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
     spark = builder.getOrCreate()
     yield spark
     spark.stop()
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Endpoint]:
+    endpoint = S3Endpoint()
+    yield endpoint
+    endpoint.stop()
