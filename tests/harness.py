@@ -1,0 +1,88 @@
+"""Runs catalogue queries batch by batch under a provider, with a restart in the middle.
+
+All queries of one run advance in lockstep: batch i's input files are written, then every
+query processes them (`processAllAvailable` also runs the no-data batch a watermark move
+calls for, so trailing batches are deterministic). After `restart_after` batches every
+query and the SparkSession stop; a NEW session resumes every query from its checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from pyrocks_support import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY
+from streaming_queries import QuerySpec, write_batch
+
+Outputs = dict[str, dict[int, list[str]]]  # query name -> batch id -> sorted row reprs
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def make_spark(conf: dict[str, str], master: str = "local[2]") -> SparkSession:
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    builder = (SparkSession.builder.master(master).appName("pyrocks-correctness")
+               .config("spark.sql.shuffle.partitions", "3")
+               .config("spark.default.parallelism", "2")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config(MAINTENANCE_INTERVAL_KEY, MAINTENANCE_INTERVAL))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],
+                master: str = "local[2]", batches: int = 8,
+                restart_after: int = 4) -> Outputs:
+    outputs: Outputs = {spec.name: {} for spec in specs}
+    for phase in (range(restart_after), range(restart_after, batches)):
+        spark = make_spark(conf, master)
+        try:
+            queries = [_start(spark, spec, work, outputs[spec.name]) for spec in specs]
+            try:
+                for batch in phase:
+                    for spec in specs:
+                        write_batch(work / spec.name / "input", batch)
+                    for query in queries:
+                        query.processAllAvailable()
+            finally:
+                for query in queries:
+                    query.stop()
+        finally:
+            spark.stop()
+    return outputs
+
+
+def _start(spark: SparkSession, spec: QuerySpec, work: Path,
+           sink: dict[int, list[str]]) -> StreamingQuery:
+    def collect(frame: DataFrame, batch_id: int) -> None:
+        sink[batch_id] = sorted(map(repr, frame.collect()))
+
+    source = work / spec.name / "input"
+    source.mkdir(parents=True, exist_ok=True)
+    frame = spec.build(spark, source)
+    return (frame.writeStream.outputMode(spec.mode).foreachBatch(collect)
+            .option("checkpointLocation", str(work / spec.name / "checkpoint")).start())
+
+
+def assert_same_outputs(reference: Outputs, actual: Outputs) -> None:
+    """Identical batch by batch; the message names the query, the batch and the rows."""
+    problems = []
+    for name, batches in reference.items():
+        got = actual.get(name, {})
+        for batch_id in sorted(set(batches) | set(got)):
+            want, have = batches.get(batch_id), got.get(batch_id)
+            if want != have:
+                missing = sorted(set(want or []) - set(have or []))[:5]
+                extra = sorted(set(have or []) - set(want or []))[:5]
+                problems.append(f"{name} batch {batch_id}: missing {missing}, extra {extra}"
+                                if want is not None and have is not None
+                                else f"{name} batch {batch_id}: only in "
+                                     f"{'reference' if have is None else 'actual'}")
+    assert not problems, "outputs differ:\n" + "\n".join(problems)
