@@ -1,0 +1,1 @@
+"""Benchmarks of this state store against Spark's own providers (`python -m benchmarks.macro`)."""

@@ -1,0 +1,437 @@
+"""Macro benchmark: the same streaming queries on the same input under four state stores.
+
+    python -m benchmarks.macro            # default sizes (see --help)
+    python -m benchmarks.macro --quick    # a small smoke run, about a minute
+
+Two workloads, each run once per provider in ONE SparkSession (local[2], 8 shuffle
+partitions, noop sink), reading the same pre-generated Parquet files, one file per
+micro-batch (`maxFilesPerTrigger=1`, `availableNow` trigger):
+
+- aggregation: `groupBy(key)` count and sum, update mode, over a fixed key space;
+- dedup: `dropDuplicates(["id"])`, append mode, every id new (state grows every batch).
+
+Per batch the query's progress gives the batch time (`durationMs.triggerExecution`) and,
+from `stateOperators[0]`, `commitTimeMs`, `numRowsTotal` and `memoryUsedBytes`. The first
+`--warmup` batches of every run are discarded; medians of the rest are compared as the
+ratio ours / each Spark provider. Results: a table on stdout and `benchmarks/results/macro.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from state_store.spark import PROVIDER_CLASS, configure
+
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+SPARK_HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+OURS = "pyrocks"
+RESULTS_JSON = Path(__file__).resolve().parent / "results" / "macro.json"
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    class_name: str
+    changelog: bool = False
+
+
+PROVIDERS: tuple[Provider, ...] = (
+    Provider(OURS, PROVIDER_CLASS),
+    Provider("spark-rocksdb", SPARK_ROCKSDB),
+    Provider("spark-rocksdb-changelog", SPARK_ROCKSDB, changelog=True),
+    Provider("spark-hdfs", SPARK_HDFS),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    rows: int
+    keys: int
+    batches: int
+    warmup: int
+    seed: int
+    timeout_s: float
+    driver_memory: str
+    workloads: tuple[str, ...]
+    providers: tuple[str, ...]
+
+
+@dataclass
+class BatchMetrics:
+    batch_id: int
+    input_rows: int
+    duration_ms: int
+    commit_ms: int
+    state_rows: int
+    memory_bytes: int
+    custom_metrics: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    workload: str
+    provider: str
+    provider_class: str
+    changelog: bool
+    wall_s: float = 0.0
+    error: str | None = None
+    batches: list[BatchMetrics] = field(default_factory=list)
+    measured_batches: int = 0
+    median_batch_ms: float | None = None
+    median_commit_ms: float | None = None
+    max_batch_ms: int | None = None
+    max_commit_ms: int | None = None
+    peak_memory_bytes: int | None = None
+    final_state_rows: int | None = None
+
+
+@dataclass
+class Ratio:
+    workload: str
+    baseline: str
+    batch_ratio: float | None
+    commit_ratio: float | None
+
+
+@dataclass
+class Workload:
+    name: str
+    input_dir: Path
+    expected_state_rows: int
+    start: Callable[[Any, Path, str], Any]  # (spark, input dir, checkpoint) -> StreamingQuery
+
+
+# ---------------------------------------------------------------------------------- input
+
+
+def write_batches(out_dir: Path, tables: Sequence[pa.Table]) -> None:
+    """One Parquet file per micro-batch, with strictly increasing modification times."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = time.time() - len(tables) - 10
+    for index, table in enumerate(tables):
+        path = out_dir / f"batch-{index:05d}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (base + index, base + index))  # the file source orders by mtime
+
+
+def aggregation_input(out_dir: Path, cfg: Config) -> int:
+    """Random keys in [0, keys) per batch; returns the number of distinct keys written."""
+    seen = np.zeros(cfg.keys, dtype=bool)
+    tables = []
+    for batch in range(cfg.batches):
+        rng = np.random.default_rng([cfg.seed, batch])
+        keys = rng.integers(0, cfg.keys, size=cfg.rows, dtype=np.int64)
+        values = rng.integers(0, 1000, size=cfg.rows, dtype=np.int64)
+        seen[keys] = True
+        tables.append(pa.table({"key": keys, "value": values}))
+    write_batches(out_dir, tables)
+    return int(seen.sum())
+
+
+def dedup_input(out_dir: Path, cfg: Config) -> int:
+    """Ids batch*rows .. (batch+1)*rows-1, shuffled: every id is new; returns the id count."""
+    tables = []
+    for batch in range(cfg.batches):
+        rng = np.random.default_rng([cfg.seed, 1_000_000 + batch])
+        ids = rng.permutation(np.arange(batch * cfg.rows, (batch + 1) * cfg.rows, dtype=np.int64))
+        payload = rng.integers(0, 1 << 30, size=cfg.rows, dtype=np.int64)
+        tables.append(pa.table({"id": ids, "payload": payload}))
+    write_batches(out_dir, tables)
+    return cfg.rows * cfg.batches
+
+
+# -------------------------------------------------------------------------------- queries
+
+
+def file_stream(spark: Any, input_dir: Path, schema: str) -> Any:
+    return (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+            .parquet(str(input_dir)))
+
+
+def start_aggregation(spark: Any, input_dir: Path, checkpoint: str) -> Any:
+    from pyspark.sql import functions as F
+
+    counts = (file_stream(spark, input_dir, "key LONG, value LONG").groupBy("key")
+              .agg(F.count("*").alias("n"), F.sum("value").alias("total")))
+    return (counts.writeStream.outputMode("update").format("noop")
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+
+def start_dedup(spark: Any, input_dir: Path, checkpoint: str) -> Any:
+    unique = file_stream(spark, input_dir, "id LONG, payload LONG").dropDuplicates(["id"])
+    return (unique.writeStream.outputMode("append").format("noop")
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+
+def prepare_workloads(work_dir: Path, cfg: Config) -> list[Workload]:
+    made = []
+    if "aggregation" in cfg.workloads:
+        path = work_dir / "input" / "aggregation"
+        made.append(Workload("aggregation", path, aggregation_input(path, cfg), start_aggregation))
+    if "dedup" in cfg.workloads:
+        path = work_dir / "input" / "dedup"
+        made.append(Workload("dedup", path, dedup_input(path, cfg), start_dedup))
+    return made
+
+
+# ------------------------------------------------------------------------------------ run
+
+
+def build_session(cfg: Config, work_dir: Path) -> Any:
+    from pyspark.sql import SparkSession
+
+    pool_dir = work_dir / "pyrocks-local"
+    pool_dir.mkdir(parents=True, exist_ok=True)
+    builder = (SparkSession.builder.master("local[2]").appName("pyrocks-macro-benchmark")
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.memory", cfg.driver_memory))
+    spark = configure(builder, localDir=str(pool_dir)).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def select_provider(spark: Any, provider: Provider) -> None:
+    spark.conf.set(PROVIDER_KEY, provider.class_name)
+    spark.conf.set(CHANGELOG_KEY, "true" if provider.changelog else "false")
+
+
+def batch_metrics(progress: Sequence[Any]) -> list[BatchMetrics]:
+    """One entry per batch that read input, in batch order (idle progress is skipped)."""
+    by_id: dict[int, BatchMetrics] = {}
+    for p in progress:
+        if p.numInputRows <= 0 or not p.stateOperators:
+            continue
+        op = p.stateOperators[0]
+        by_id[p.batchId] = BatchMetrics(
+            batch_id=p.batchId, input_rows=p.numInputRows,
+            duration_ms=int(p.durationMs.get("triggerExecution", 0)),
+            commit_ms=int(op.commitTimeMs), state_rows=int(op.numRowsTotal),
+            memory_bytes=int(op.memoryUsedBytes),
+            custom_metrics={k: int(v) for k, v in (op.customMetrics or {}).items()})
+    return [by_id[k] for k in sorted(by_id)]
+
+
+def summarize(result: RunResult, warmup: int) -> None:
+    measured = result.batches[warmup:]
+    result.measured_batches = len(measured)
+    if measured:
+        result.median_batch_ms = statistics.median(b.duration_ms for b in measured)
+        result.median_commit_ms = statistics.median(b.commit_ms for b in measured)
+        result.max_batch_ms = max(b.duration_ms for b in measured)
+        result.max_commit_ms = max(b.commit_ms for b in measured)
+        result.peak_memory_bytes = max(b.memory_bytes for b in measured)
+    if result.batches:
+        result.final_state_rows = result.batches[-1].state_rows
+
+
+def run_one(spark: Any, workload: Workload, provider: Provider, cfg: Config,
+            work_dir: Path) -> RunResult:
+    result = RunResult(workload.name, provider.name, provider.class_name, provider.changelog)
+    checkpoint = work_dir / "checkpoints" / f"{workload.name}-{provider.name}"
+    select_provider(spark, provider)
+    print(f"[{workload.name}] {provider.name}: running {cfg.batches} batches ...", flush=True)
+    started = time.monotonic()
+    query = None
+    try:
+        query = workload.start(spark, workload.input_dir, str(checkpoint))
+        if not query.awaitTermination(cfg.timeout_s):
+            result.error = f"timed out after {cfg.timeout_s:.0f} s"
+    except Exception as exc:  # a failing provider is a result, not a crash of the benchmark
+        result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if query is not None:
+            result.batches = batch_metrics(query.recentProgress)
+            if query.isActive:
+                query.stop()
+        result.wall_s = round(time.monotonic() - started, 1)
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    if result.error is None and len(result.batches) != cfg.batches:
+        result.error = f"expected {cfg.batches} batches with input, saw {len(result.batches)}"
+    summarize(result, cfg.warmup)
+    print(f"[{workload.name}] {provider.name}: done in {result.wall_s} s"
+          + (f" -- ERROR {first_line(result.error)}" if result.error else ""), flush=True)
+    return result
+
+
+def ratio(ours: float | None, theirs: float | None) -> float | None:
+    if ours is None or theirs is None or theirs <= 0:
+        return None
+    return round(ours / theirs, 3)
+
+
+def ratios(results: Sequence[RunResult]) -> list[Ratio]:
+    found = []
+    for workload in dict.fromkeys(r.workload for r in results):
+        rows = {r.provider: r for r in results if r.workload == workload}
+        ours = rows.get(OURS)
+        if ours is None:
+            continue
+        for name, other in rows.items():
+            if name != OURS:
+                found.append(Ratio(workload, name,
+                                   ratio(ours.median_batch_ms, other.median_batch_ms),
+                                   ratio(ours.median_commit_ms, other.median_commit_ms)))
+    return found
+
+
+# --------------------------------------------------------------------------------- report
+
+
+def first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0][:200] if text and text.strip() else ""
+
+
+def fmt(value: float | None, digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def render_table(results: Sequence[RunResult], found: Sequence[Ratio], cfg: Config,
+                 expected: dict[str, int]) -> str:
+    lines = []
+    header = (f"{'provider':<24} {'batch p50':>9} {'batch max':>9} {'commit p50':>10} "
+              f"{'commit max':>10} {'state rows':>10} {'peak MiB':>8} {'wall s':>6} "
+              f"{'ours/x batch':>12} {'ours/x commit':>13}")
+    for workload in dict.fromkeys(r.workload for r in results):
+        lines.append("")
+        lines.append(f"== {workload}: {cfg.rows:,} rows/batch"
+                     + (f", {cfg.keys:,} keys" if workload == "aggregation" else "")
+                     + f", {cfg.batches} batches, first {cfg.warmup} discarded; "
+                     f"expected final state rows {expected.get(workload, 0):,}")
+        lines.append("times in ms over the measured batches; peak MiB = max memoryUsedBytes")
+        lines.append(header)
+        lines.append("-" * len(header))
+        by_baseline = {r.baseline: r for r in found if r.workload == workload}
+        for r in (r for r in results if r.workload == workload):
+            rat = by_baseline.get(r.provider)
+            mem = None if r.peak_memory_bytes is None else r.peak_memory_bytes / 2**20
+            lines.append(
+                f"{r.provider:<24} {fmt(r.median_batch_ms):>9} {fmt(r.max_batch_ms):>9} "
+                f"{fmt(r.median_commit_ms):>10} {fmt(r.max_commit_ms):>10} "
+                f"{fmt(r.final_state_rows):>10} {fmt(mem, 1):>8} {fmt(r.wall_s, 1):>6} "
+                f"{fmt(rat.batch_ratio if rat else None, 2) if r.provider != OURS else '-':>12} "
+                f"{fmt(rat.commit_ratio if rat else None, 2) if r.provider != OURS else '-':>13}")
+            if r.error:
+                lines.append(f"    ERROR: {first_line(r.error)}")
+    return "\n".join(lines)
+
+
+def warnings_for(results: Sequence[RunResult], expected: dict[str, int]) -> list[str]:
+    notes = []
+    for r in results:
+        want = expected.get(r.workload)
+        if r.error is None and r.final_state_rows != want:
+            notes.append(f"{r.workload}/{r.provider}: final state rows {r.final_state_rows}, "
+                         f"expected {want}")
+    return notes
+
+
+def write_json(path: Path, cfg: Config, results: Sequence[RunResult], found: Sequence[Ratio],
+               expected: dict[str, int], spark_version: str) -> None:
+    import pyspark
+
+    payload = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "environment": {"spark": spark_version, "pyspark": pyspark.__version__,
+                        "python": platform.python_version(), "cpus": os.cpu_count(),
+                        "master": "local[2]", "shuffle_partitions": 8},
+        "config": asdict(cfg),
+        "expected_final_state_rows": expected,
+        "results": [asdict(r) for r in results],
+        "ratios_ours_over": [asdict(r) for r in found],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+
+
+# ----------------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> Config:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.macro", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=200_000, help="rows per batch (200000)")
+    parser.add_argument("--keys", type=int, default=200_000,
+                        help="aggregation key space (200000)")
+    parser.add_argument("--batches", type=int, default=20, help="batches per run (20)")
+    parser.add_argument("--warmup", type=int, default=2, help="batches discarded per run (2)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 20000 rows, 20000 keys, 5 batches")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run (1800)")
+    parser.add_argument("--driver-memory", default="8g", help="spark.driver.memory (8g)")
+    parser.add_argument("--workloads", default="aggregation,dedup",
+                        help="comma-separated subset of: aggregation,dedup")
+    parser.add_argument("--providers", default=",".join(p.name for p in PROVIDERS),
+                        help="comma-separated subset of: "
+                        + ",".join(p.name for p in PROVIDERS))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.keys, args.batches = 20_000, 20_000, 5
+    cfg = Config(rows=args.rows, keys=args.keys, batches=args.batches, warmup=args.warmup,
+                 seed=args.seed, timeout_s=args.timeout, driver_memory=args.driver_memory,
+                 workloads=split(args.workloads), providers=split(args.providers))
+    check(parser, cfg)
+    return cfg
+
+
+def split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def check(parser: argparse.ArgumentParser, cfg: Config) -> None:
+    if min(cfg.rows, cfg.keys, cfg.batches) < 1 or cfg.warmup < 0:
+        parser.error("--rows, --keys and --batches must be >= 1, --warmup >= 0")
+    if cfg.batches <= cfg.warmup:
+        parser.error("--batches must be larger than --warmup")
+    unknown = set(cfg.workloads) - {"aggregation", "dedup"}
+    unknown |= set(cfg.providers) - {p.name for p in PROVIDERS}
+    if unknown or not cfg.workloads or not cfg.providers:
+        parser.error(f"unknown or empty workloads/providers: {sorted(unknown)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    providers = [p for p in PROVIDERS if p.name in cfg.providers]
+    with tempfile.TemporaryDirectory(prefix="pyrocks-macro-") as tmp:
+        work_dir = Path(tmp)
+        print(f"generating input under {work_dir} ...", flush=True)
+        workloads = prepare_workloads(work_dir, cfg)
+        expected = {w.name: w.expected_state_rows for w in workloads}
+        spark = build_session(cfg, work_dir)
+        try:
+            results = [run_one(spark, w, p, cfg, work_dir) for w in workloads for p in providers]
+            spark_version = spark.version
+        finally:
+            spark.stop()
+    found = ratios(results)
+    print(render_table(results, found, cfg, expected))
+    for note in warnings_for(results, expected):
+        print(f"WARNING: {note}")
+    write_json(RESULTS_JSON, cfg, results, found, expected, spark_version)
+    print(f"\nwrote {RESULTS_JSON}")
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
