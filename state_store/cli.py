@@ -22,8 +22,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build-shim", help="build (or find cached) the Scala shim jar; print its path")
     sub.add_parser("options", help="print every configuration option as a Markdown table")
 
-    inspect = sub.add_parser("inspect", help="list the committed versions of a store root")
-    inspect.add_argument("root", help="a store root: <checkpoint>/state/<op>/<partition>")
+    inspect = sub.add_parser(
+        "inspect", help="versions, snapshots, files, sharing and a GC dry run of stored state")
+    inspect.add_argument("root", help="a checkpoint, a store root, or a rootUrl (local or s3://)")
+    inspect.add_argument("--storage-options", default="{}",
+                         help="fsspec options as JSON, e.g. '{\"endpoint_url\": \"...\"}'")
+    inspect.add_argument("--retain", type=int, default=100,
+                         help="versions GC would retain (spark.sql.streaming.minBatchesToRetain)")
+    inspect.add_argument("--orphan-margin", type=float, default=3600.0,
+                         help="seconds before an unreferenced file counts as an orphan")
+    inspect.add_argument("--json", action="store_true", help="print JSON lines")
 
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -37,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         print(options_table())
         return 0
     if args.command == "inspect":
-        return inspect_root(args.root)
+        return inspect_root(args.root, json.loads(args.storage_options), args.retain,
+                            args.orphan_margin, args.json)
     return 2
 
 
@@ -49,24 +58,23 @@ def options_table() -> str:
     return "\n".join(rows)
 
 
-def inspect_root(root: str) -> int:
+def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: float,
+                 as_json: bool) -> int:
     from .checkpoint import Checkpoint
+    from .inspect import describe_store, find_store_roots, format_report
     from .storage import Storage
 
-    checkpoint = Checkpoint(Storage(root), root)
-    versions = checkpoint.versions()
-    if not versions:
-        checkpoint.refuse_foreign_state()
-        print(f"no committed versions under {root}", file=sys.stderr)
+    storage = Storage(root, storage_options)
+    stores = find_store_roots(storage)
+    if not stores:
+        Checkpoint(storage, root).refuse_foreign_state()
+        print(f"no state of this provider under {root}", file=sys.stderr)
         return 1
-    for version in versions:
-        m = checkpoint.read_manifest(version)
-        print(json.dumps({
-            "version": version, "num_keys": m.num_keys,
-            "snapshot": m.snapshot.version if m.snapshot else None,
-            "changelogs": [c.version for c in m.changelogs],
-            "bytes": sum(f.size for f in m.files()),
-        }))
+    for rel in stores:
+        url = f"{storage.url}/{rel}" if rel else storage.url
+        report = describe_store(Checkpoint(Storage(url, storage_options), url), retain,
+                                orphan_margin)
+        print(json.dumps(report.to_dict()) if as_json else format_report(report))
     return 0
 
 

@@ -36,8 +36,12 @@ def contents(store: VersionedStore, cf: str = "default") -> dict[bytes, bytes]:
     return dict(store.scan(cf, None, None, None))
 
 
-def commit_versions(store: VersionedStore, n: int) -> list[dict[bytes, bytes]]:
-    """Commits versions 1..n, each changing a few keys; returns the expected state of each."""
+def commit_versions(store: VersionedStore, n: int,
+                    drain: bool = False) -> list[dict[bytes, bytes]]:
+    """Commits versions 1..n, each changing a few keys; returns the expected state of each.
+
+    With `drain`, each snapshot upload completes before the next commit (uploads that
+    keep up), which makes the set of snapshots deterministic."""
     expected: list[dict[bytes, bytes]] = [{}]
     for v in range(n):
         store.load(v)
@@ -50,6 +54,8 @@ def commit_versions(store: VersionedStore, n: int) -> list[dict[bytes, bytes]]:
             state.pop(f"k{v - 2}".encode())
         store.write(batch)
         assert store.commit(v + 1)["published"]
+        if drain:
+            store.snapshots.drain()
         expected.append(state)
     return expected
 

@@ -1,0 +1,114 @@
+"""What `state-store inspect` reports about a checkpoint or a store root.
+
+Read-only: it lists records and plans garbage collection without deleting anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .checkpoint import Checkpoint
+from .manifest import MANIFEST_DIR, FileRef, Owner
+from .storage import Storage
+
+
+@dataclass
+class VersionReport:
+    version: int
+    num_keys: int
+    base_snapshot: int | None
+    changelogs: list[int]
+    bytes_needed: int  # snapshot it loads from plus changelogs it replays
+    bytes_shared_with_previous: int
+
+
+@dataclass
+class SnapshotReport:
+    version: int
+    full: bool
+    files: list[dict[str, Any]]  # name, size, owner, local_name
+    bytes: int
+    bytes_shared_with_previous: int
+
+
+@dataclass
+class StoreReport:
+    root: str
+    versions: list[VersionReport] = field(default_factory=list)
+    snapshots: list[SnapshotReport] = field(default_factory=list)
+    owned_bytes: int = 0
+    gc_would_delete: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def find_store_roots(storage: Storage) -> list[str]:
+    """Store roots (relative) at or under `storage`: directories holding manifests/."""
+    pattern = f"{storage.root}/**/{MANIFEST_DIR}"
+    found = {p.rsplit("/", 1)[0] for p in storage.fs.glob(pattern)}
+    if storage.fs.exists(f"{storage.root}/{MANIFEST_DIR}"):
+        found.add(storage.root)
+    return sorted(p[len(storage.root):].lstrip("/") for p in found)
+
+
+def describe_store(checkpoint: Checkpoint, retain: int, orphan_margin_s: float) -> StoreReport:
+    report = StoreReport(checkpoint.storage.url)
+    previous: set[str] = set()
+    for version in checkpoint.versions():
+        plan = checkpoint.plan_load(version)
+        files = [*(plan.snapshot.files if plan.snapshot else []),
+                 *(c.file for c in plan.changelogs)]
+        names = {f.name for f in files}
+        report.versions.append(VersionReport(
+            version, plan.manifest.num_keys, plan.snapshot.version if plan.snapshot else None,
+            [c.version for c in plan.changelogs], _size(files),
+            _size(f for f in files if f.name in previous)))
+        previous = names
+    previous = set()
+    all_files: dict[str, FileRef] = {}
+    for version in checkpoint.snapshot_versions():
+        snap = checkpoint.read_snapshot(version)
+        report.snapshots.append(SnapshotReport(
+            version, snap.full,
+            [{"name": f.name, "size": f.size, "owner": f.owner.value,
+              "local_name": f.local_name} for f in snap.files],
+            _size(snap.files), _size(f for f in snap.files if f.name in previous)))
+        previous = {f.name for f in snap.files}
+        all_files.update((f.name, f) for f in snap.files)
+    for version in checkpoint.versions():
+        changelogs = checkpoint.read_manifest(version).changelogs
+        all_files.update((c.file.name, c.file) for c in changelogs)
+    report.owned_bytes = sum(f.size for f in all_files.values() if f.owner is Owner.OWNED)
+    gc = checkpoint.plan_garbage(retain, orphan_margin_s)
+    report.gc_would_delete = {
+        "manifests": gc.expired_manifests, "snapshots": gc.expired_snapshots,
+        "files": gc.garbage, "orphans": gc.orphans,
+    }
+    return report
+
+
+def format_report(report: StoreReport) -> str:
+    lines = [f"store {report.root}  ({report.owned_bytes:,} bytes owned)"]
+    for v in report.versions:
+        lines.append(
+            f"  version {v.version:>6}  keys {v.num_keys:>10,}  loads from snapshot "
+            f"{v.base_snapshot if v.base_snapshot is not None else '-':>6} + "
+            f"{len(v.changelogs)} changelogs  needs {v.bytes_needed:,} B "
+            f"({v.bytes_shared_with_previous:,} B shared with the previous version)")
+    for s in report.snapshots:
+        kind = "full" if s.full else "incremental"
+        lines.append(f"  snapshot {s.version:>5}  {kind:<11} {len(s.files)} files  "
+                     f"{s.bytes:,} B ({s.bytes_shared_with_previous:,} B shared with previous)")
+        for f in s.files:
+            lines.append(f"      {f['name']}  {f['size']:,} B  {f['owner']}")
+    gc = report.gc_would_delete
+    lines.append(f"  GC would delete: {len(gc['manifests'])} manifests {gc['manifests']}, "
+                 f"{len(gc['snapshots'])} snapshots {gc['snapshots']}, {len(gc['files'])} files, "
+                 f"{len(gc['orphans'])} orphans")
+    return "\n".join(lines)
+
+
+def _size(files) -> int:
+    return sum(f.size for f in files)
