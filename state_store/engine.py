@@ -88,17 +88,20 @@ class VersionedStore:
 
     # ---- loading ------------------------------------------------------------------------
 
-    def load(self, version: int) -> None:
+    def load(self, version: int) -> bool:
+        """Makes the working copy equal `version`; True if it already was (nothing changed,
+        so whatever the shim derived from this working copy, e.g. its read cache, holds)."""
         if version < 0:
             raise StateStoreError(f"cannot load negative version {version} of {self.name}")
         if self.loaded_version == version and not self.pending:
-            return  # the working copy already is this version (the common batch-to-batch case)
+            return True  # the common batch-to-batch case
         started = time.perf_counter()
         if not self._catch_up(version):
             self.loaded_version = None
             self._rebuild(version)
         self.metrics.loads += 1
         self.metrics.load_ms += (time.perf_counter() - started) * 1000
+        return False
 
     def _catch_up(self, version: int) -> bool:
         """Replays only the missing changelogs when the clean working copy is behind."""

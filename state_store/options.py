@@ -26,6 +26,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
 def _boolean(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered not in ("true", "false"):
@@ -72,6 +79,8 @@ SPECS: tuple[OptionSpec, ...] = (
                "Worker processes per executor JVM; default: the executor's task slots."),
     OptionSpec("writeBatchBytes", "", _positive_int, "1048576", "an integer >= 1",
                "Bytes of buffered writes the shim ships in one frame."),
+    OptionSpec("readCacheMB", "", _non_negative_int, "256", "an integer >= 0",
+               "Executor-wide budget of the shim's exact read cache, in MiB (0 disables)."),
     OptionSpec("localDir", "", _text, "", "a local directory",
                "Where workers keep sockets and working RocksDB copies; default: java.io.tmpdir."),
     OptionSpec("rootUrl", "root_url", _text, "", "an fsspec URL or local path",

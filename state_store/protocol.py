@@ -15,7 +15,7 @@ from enum import IntEnum
 
 class Request(IntEnum):
     OPEN = 1  # body: JSON {store_root, store_name, local_dir, options}
-    LOAD = 2  # body: version i64                       -> JSON {num_keys}
+    LOAD = 2  # body: version i64                       -> JSON {num_keys, unchanged}
     WRITES = 3  # body: write records (records.py)       -> no response
     GET = 4  # body: [cf_len u16][cf][key]               -> [found u8][value]
     ITER_OPEN = 5  # body: [id u32][mode u8][cf_len u16][cf][a_len u32][a][b_len u32][b] -> chunk

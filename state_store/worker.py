@@ -113,8 +113,8 @@ class Session:
         elif request is Request.LOAD:
             self.iterators.clear()
             store.metrics = Metrics()  # customMetrics report per batch: count from each load
-            store.load(I64.unpack(body)[0])
-            return _json({"num_keys": store.num_keys})
+            unchanged = store.load(I64.unpack(body)[0])
+            return _json({"num_keys": store.num_keys, "unchanged": unchanged})
         elif request is Request.COMMIT:
             self.iterators.clear()
             return _json(store.commit(I64.unpack(body)[0]))

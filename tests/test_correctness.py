@@ -1,6 +1,7 @@
 """Every stateful operator gives, batch by batch, the answers of Spark's HDFS provider —
 across a stop and restart of the query on a new SparkSession, in local mode, on two
-executor JVMs (local-cluster), and with the durable root on s3://."""
+executor JVMs (local-cluster), with the durable root on s3://, and with the shim's read
+cache on (default), off, and overflowing."""
 
 from __future__ import annotations
 
@@ -52,9 +53,16 @@ def test_two_executor_jvms_match_hdfs(reference: Outputs, tmp_path: Path) -> Non
     assert_same_outputs(select(reference, CLUSTER_SUBSET), ours)
 
 
+def test_without_read_cache_matches_hdfs(reference: Outputs, tmp_path: Path) -> None:
+    """Every get goes to the worker: the cache must never be what makes outputs right."""
+    ours = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool", readCacheMB=0))
+    assert_same_outputs(reference, ours)
+
+
 def test_state_on_s3_matches_hdfs(reference: Outputs, s3: S3Endpoint, tmp_path: Path) -> None:
+    """Also with a 1 MiB read cache, which keeps overflowing and starting over."""
     specs = [BY_NAME[name] for name in S3_SUBSET]
-    conf = pyrocks_conf(tmp_path / "pool", snapshotInterval=3)
+    conf = pyrocks_conf(tmp_path / "pool", snapshotInterval=3, readCacheMB=1)
     conf[PREFIX + "rootUrl"] = s3.url(f"correctness-{uuid.uuid4().hex}")
     conf[PREFIX + "rootOptions"] = json.dumps(s3.options)
     ours = run_queries(specs, tmp_path, conf)

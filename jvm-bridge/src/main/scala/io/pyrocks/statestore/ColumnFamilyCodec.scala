@@ -13,7 +13,7 @@ import org.apache.spark.unsafe.Platform
  * How one column family's rows become bytes. Keys must sort so that prefix and range scans
  * are plain seeks: for those specs we use Spark's own key encoders rather than re-deriving
  * their layouts. A key spec without scans (NoPrefix) only needs point lookups and full
- * iteration, so its rows travel as they are, with no encoding copy on the hot path.
+ * iteration, so its rows travel as they are, with no encoding step on the hot path.
  *
  * Values are UnsafeRow bytes; with multiple values per key, a value is a sequence of
  * `[length u32][row]` entries, so a merge is a plain byte append in the worker.
@@ -35,14 +35,9 @@ final class ColumnFamilyCodec(
   def supportsPrefixScan: Boolean = sparkEncoder.exists(_.supportPrefixKeyScan)
   def supportsRangeScan: Boolean = sparkEncoder.exists(_.supportsRangeScan)
 
-  def key(row: UnsafeRow): Payload = sparkEncoder match {
-    case Some(enc) => new BytesPayload(enc.encodeKey(row))
-    case None => new RowPayload(row)
-  }
-
-  def keyBytes(row: UnsafeRow): Array[Byte] = sparkEncoder match {
+  def key(row: UnsafeRow): Array[Byte] = sparkEncoder match {
     case Some(enc) => enc.encodeKey(row)
-    case None => row.getBytes
+    case None => ColumnFamilyCodec.copyOf(row)
   }
 
   def prefix(row: UnsafeRow): Array[Byte] = sparkEncoder match {
@@ -56,11 +51,10 @@ final class ColumnFamilyCodec(
     case None => row(bytes, 0, bytes.length, keyFields)
   }
 
-  def value(row: UnsafeRow): Payload = if (!multipleValues) new RowPayload(row) else {
-    valueList(Array(row))
-  }
+  def value(row: UnsafeRow): Array[Byte] =
+    if (!multipleValues) ColumnFamilyCodec.copyOf(row) else valueList(Array(row))
 
-  def valueList(rows: Array[UnsafeRow]): Payload = {
+  def valueList(rows: Array[UnsafeRow]): Array[Byte] = {
     val size = rows.map(_.getSizeInBytes + 4).sum
     val buf = new Array[Byte](size)
     var pos = 0
@@ -69,7 +63,7 @@ final class ColumnFamilyCodec(
       r.writeToMemory(buf, Platform.BYTE_ARRAY_OFFSET + pos + 4)
       pos += 4 + r.getSizeInBytes
     }
-    new BytesPayload(buf)
+    buf
   }
 
   def decodeValue(bytes: Array[Byte]): UnsafeRow =
@@ -92,5 +86,18 @@ final class ColumnFamilyCodec(
     val r = new UnsafeRow(fields)
     r.pointTo(bytes, Platform.BYTE_ARRAY_OFFSET + offset, length)
     r
+  }
+}
+
+object ColumnFamilyCodec {
+  /**
+   * A row's bytes in a new array. Never `UnsafeRow.getBytes`: it returns the row's own
+   * backing array when the row fills it exactly, and callers reuse rows, so those bytes
+   * would change under us (in the write buffer's wake, and in the read cache's keys).
+   */
+  def copyOf(row: UnsafeRow): Array[Byte] = {
+    val bytes = new Array[Byte](row.getSizeInBytes)
+    row.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
+    bytes
   }
 }

@@ -5,9 +5,6 @@ import java.nio.ByteBuffer
 import java.nio.channels.SocketChannel
 import java.nio.charset.StandardCharsets.UTF_8
 
-import org.apache.spark.sql.catalyst.expressions.UnsafeRow
-import org.apache.spark.unsafe.Platform
-
 /** Request types and record ops; the same numbers as `state_store/protocol.py` and `records.py`. */
 object Wire {
   val Open: Byte = 1
@@ -40,24 +37,6 @@ object Wire {
   val StatusOk = 0
 }
 
-/** Something that writes itself into a frame without an intermediate array. */
-trait Payload {
-  def size: Int
-  def writeTo(buf: Array[Byte], offset: Int): Unit
-}
-
-final class BytesPayload(bytes: Array[Byte]) extends Payload {
-  def size: Int = bytes.length
-  def writeTo(buf: Array[Byte], offset: Int): Unit =
-    System.arraycopy(bytes, 0, buf, offset, bytes.length)
-}
-
-final class RowPayload(row: UnsafeRow) extends Payload {
-  def size: Int = row.getSizeInBytes
-  def writeTo(buf: Array[Byte], offset: Int): Unit =
-    row.writeToMemory(buf, Platform.BYTE_ARRAY_OFFSET + offset)
-}
-
 /**
  * One connection to a worker, serving one store. Writes are appended to an open WRITES
  * frame and shipped without waiting for an answer once `writeBatchBytes` accumulate; any
@@ -79,9 +58,9 @@ final class Connection(channel: SocketChannel, worker: WorkerProcess, writeBatch
 
   // ---- writes (no answer) --------------------------------------------------------------
 
-  def write(op: Byte, cf: String, key: Payload, value: Payload): Unit = {
+  def write(op: Byte, cf: String, key: Array[Byte], value: Array[Byte]): Unit = {
     val cfBytes = cfName(cf)
-    val recordSize = 1 + 2 + cfBytes.length + 4 + key.size + 4 + value.size
+    val recordSize = 1 + 2 + cfBytes.length + 4 + key.length + 4 + value.length
     if (writesFrameStart < 0) {
       ensure(5 + recordSize)
       writesFrameStart = outLen
@@ -92,8 +71,8 @@ final class Connection(channel: SocketChannel, worker: WorkerProcess, writeBatch
     }
     out(outLen) = op; outLen += 1
     putShort(cfBytes.length); putBytes(cfBytes)
-    putInt(key.size); key.writeTo(out, outLen); outLen += key.size
-    putInt(value.size); value.writeTo(out, outLen); outLen += value.size
+    putInt(key.length); putBytes(key)
+    putInt(value.length); putBytes(value)
     if (outLen >= writeBatchBytes) flush()
   }
 

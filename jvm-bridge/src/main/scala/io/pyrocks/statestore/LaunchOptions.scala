@@ -12,7 +12,12 @@ final case class LaunchOptions(
     pythonPath: Option[String],
     workers: Int,
     writeBatchBytes: Int,
-    localDir: String)
+    readCacheMB: Int,
+    localDir: String) {
+  /** What the worker processes depend on: a pool is reused while these stay the same. */
+  def workerSpec: (String, Option[String], Int, String) =
+    (pythonExec, pythonPath, workers, localDir)
+}
 
 object LaunchOptions {
   val Prefix = "spark.sql.streaming.stateStore.pyrocks."
@@ -22,11 +27,13 @@ object LaunchOptions {
       if (v.trim.isEmpty) invalid(key, v, "a non-empty value")
       v.trim
     }
-    def positive(key: String): Option[Int] = text(key).map { v =>
-      val n = try v.toInt catch { case _: NumberFormatException => 0 }
-      if (n < 1) invalid(key, v, "an integer >= 1")
+    def atLeast(key: String, min: Int): Option[Int] = text(key).map { v =>
+      val n = try v.toInt catch { case _: NumberFormatException => Int.MinValue }
+      if (n < min) invalid(key, v, s"an integer >= $min")
       n
     }
+    def positive(key: String) = atLeast(key, 1)
+    def nonNegative(key: String) = atLeast(key, 0)
     LaunchOptions(
       pythonExec = text("pythonExec")
         .orElse(sys.env.get("PYSPARK_PYTHON").filter(_.nonEmpty))
@@ -34,6 +41,7 @@ object LaunchOptions {
       pythonPath = text("pythonPath"),
       workers = positive("workers").getOrElse(taskSlots()),
       writeBatchBytes = positive("writeBatchBytes").getOrElse(1 << 20),
+      readCacheMB = nonNegative("readCacheMB").getOrElse(256),
       localDir = text("localDir").getOrElse(System.getProperty("java.io.tmpdir")))
   }
 

@@ -43,20 +43,13 @@ class PyRocksStateStore(
 
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
     val codec = provider.codec(colFamilyName)
-    fetch(colFamilyName, codec.keyBytes(key)).map(codec.decodeValue).orNull
+    provider.get(colFamilyName, codec.key(key), codec.multipleValues).map(codec.decodeValue).orNull
   }
 
   override def valuesIterator(key: UnsafeRow, colFamilyName: String): Iterator[UnsafeRow] = {
     val codec = provider.codec(colFamilyName)
-    fetch(colFamilyName, codec.keyBytes(key)).map(codec.decodeValues).getOrElse(Nil).iterator
-  }
-
-  private def fetch(cf: String, key: Array[Byte]): Option[Array[Byte]] = {
-    val cfBytes = cfField(cf)
-    val body = ByteBuffer.allocate(2 + cfBytes.length + key.length)
-      .putShort(cfBytes.length.toShort).put(cfBytes).put(key).array()
-    val answer = provider.request(Get, body)
-    if (answer(0) == 0) None else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
+    provider.get(colFamilyName, codec.key(key), codec.multipleValues)
+      .map(codec.decodeValues).getOrElse(Nil).iterator
   }
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] =
@@ -81,7 +74,7 @@ class PyRocksStateStore(
       throw new UnsupportedOperationException(
         s"range scan needs a RangeKeyScanStateEncoderSpec for column family $cf")
     }
-    def bound(row: Option[UnsafeRow]) = row.map(codec.keyBytes).getOrElse(Array.emptyByteArray)
+    def bound(row: Option[UnsafeRow]) = row.map(codec.key).getOrElse(Array.emptyByteArray)
     scan(cf, ScanRange, bound(startKey), bound(endKey), multi = false)
   }
 
@@ -104,12 +97,12 @@ class PyRocksStateStore(
   override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
     require(value != null, "Cannot put a null value")
     val codec = writable(colFamilyName)
-    provider.write(OpPut, colFamilyName, codec.key(key), codec.value(value))
+    provider.put(colFamilyName, codec.key(key), codec.value(value), codec.multipleValues)
   }
 
   override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
     val codec = writable(colFamilyName)
-    provider.write(OpDelete, colFamilyName, codec.key(key), new BytesPayload(Array.emptyByteArray))
+    provider.remove(colFamilyName, codec.key(key))
   }
 
   override def merge(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit =
@@ -117,18 +110,17 @@ class PyRocksStateStore(
 
   override def putList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit = {
     val codec = multiValued(colFamilyName, "putList")
-    provider.write(OpPut, colFamilyName, codec.key(key), codec.valueList(values))
+    provider.put(colFamilyName, codec.key(key), codec.valueList(values), multipleValues = true)
   }
 
   override def mergeList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit = {
     val codec = multiValued(colFamilyName, "merge")
-    provider.write(OpMerge, colFamilyName, codec.key(key), codec.valueList(values))
+    provider.merge(colFamilyName, codec.key(key), codec.valueList(values))
   }
 
   override def deleteRange(beginKey: UnsafeRow, endKey: UnsafeRow, colFamilyName: String): Unit = {
     val codec = writable(colFamilyName)
-    provider.write(OpDeleteRange, colFamilyName, new BytesPayload(codec.keyBytes(beginKey)),
-      new BytesPayload(codec.keyBytes(endKey)))
+    provider.deleteRange(colFamilyName, codec.key(beginKey), codec.key(endKey))
   }
 
   override def createColFamilyIfAbsent(
@@ -141,13 +133,12 @@ class PyRocksStateStore(
     requireUpdating("create a column family")
     provider.registerColumnFamily(colFamilyName, keySchema, valueSchema, keyStateEncoderSpec,
       useMultipleValuesPerKey)
-    val empty = new BytesPayload(Array.emptyByteArray)
-    provider.write(OpCreateCf, colFamilyName, empty, empty)
+    provider.createColumnFamily(colFamilyName)
   }
 
   override def removeColFamilyIfExists(colFamilyName: String): Boolean = {
     requireUpdating("remove a column family")
-    provider.request(DropCf, colFamilyName.getBytes(UTF_8))(0) == 1
+    provider.dropColumnFamily(colFamilyName)
   }
 
   private def writable(cf: String): ColumnFamilyCodec = {

@@ -34,6 +34,7 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   private var launch: LaunchOptions = _
   private val codecs = new ConcurrentHashMap[String, ColumnFamilyCodec]()
   private var connection: Connection = _
+  private var cache: ReadCache = _ // guarded by this; see ReadCache for why it stays exact
   private val localName = UUID.randomUUID().toString
   private var iteratorIds = 0
 
@@ -51,6 +52,7 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
     this.storeConf = storeConfs
     this.hadoopConf = hadoopConf
     this.launch = LaunchOptions.fromConfs(storeConfs.sqlConfs)
+    this.cache = new ReadCache(CacheBudget.of(launch.readCacheMB))
     registerColumnFamily(Wire.DefaultCf, keySchema, valueSchema, keyStateEncoderSpec,
       useMultipleValuesPerKey)
     withConnection(_ => ()) // fail in init, not mid-batch, on a bad option or a broken worker
@@ -88,32 +90,93 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
     }
   }
 
-  private def load(version: Long): Unit = {
-    try request(Wire.Load, ByteBuffer.allocate(8).putLong(version).array())
+  private def load(version: Long): Unit = synchronized {
+    val answer = try request(Wire.Load, ByteBuffer.allocate(8).putLong(version).array())
     catch {
       case e: PyRocksStoreException => throw new IllegalStateException(
         s"cannot load version $version of $describe: ${e.getMessage}", e)
     }
+    cache.loaded(version, unchanged = jsonField(answer, "unchanged") == "true")
   }
 
-  private[statestore] def commit(newVersion: Long): Unit = {
-    try request(Wire.Commit, ByteBuffer.allocate(8).putLong(newVersion).array())
+  private[statestore] def commit(newVersion: Long): Unit = synchronized {
+    val answer = try request(Wire.Commit, ByteBuffer.allocate(8).putLong(newVersion).array())
     catch {
-      case NonFatal(e) => throw new IllegalStateException(
-        s"failed to commit version $newVersion of $describe: ${e.getMessage}", e)
+      case NonFatal(e) =>
+        cache.invalidate()
+        throw new IllegalStateException(
+          s"failed to commit version $newVersion of $describe: ${e.getMessage}", e)
     }
+    // Lost the race to publish: the worker reloads the winner's state, so must we.
+    if (jsonField(answer, "published") == "true") cache.committed(newVersion)
+    else cache.invalidate()
     if (storeConf.commitValidationEnabled) {
       StateStore.reportCommitToCoordinator(newVersion, storeId, hadoopConf)
     }
   }
 
   private[statestore] def abort(): Unit = synchronized {
+    cache.invalidate()
     // Buffered writes are dropped with the connection state; a dead worker has nothing to undo.
     if (connection != null && !connection.isBroken) {
       try request(Wire.Abort, Array.emptyByteArray) catch {
         case NonFatal(e) => logWarning(s"abort of $describe failed: ${e.getMessage}")
       }
     }
+  }
+
+  private def jsonField(answer: Array[Byte], field: String): String = {
+    implicit val formats: DefaultFormats.type = DefaultFormats
+    (parse(new String(answer, UTF_8)) \ field).values.toString
+  }
+
+  // ---- reads and writes: the read cache sits here ---------------------------------------
+
+  private[statestore] def get(cf: String, key: Array[Byte],
+      multipleValues: Boolean): Option[Array[Byte]] = synchronized {
+    val known = if (multipleValues) None else cache.lookup(cf, key)
+    known.getOrElse {
+      val cfBytes = if (cf == Wire.DefaultCf) Array.emptyByteArray else cf.getBytes(UTF_8)
+      val body = ByteBuffer.allocate(2 + cfBytes.length + key.length)
+        .putShort(cfBytes.length.toShort).put(cfBytes).put(key).array()
+      val answer = request(Wire.Get, body)
+      val value =
+        if (answer(0) == 0) None else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
+      if (!multipleValues) cache.remember(cf, key, value.orNull)
+      value
+    }
+  }
+
+  private[statestore] def put(cf: String, key: Array[Byte], value: Array[Byte],
+      multipleValues: Boolean): Unit = synchronized {
+    write(Wire.OpPut, cf, key, value)
+    if (multipleValues) cache.forget(cf, key) else cache.remember(cf, key, value)
+  }
+
+  private[statestore] def remove(cf: String, key: Array[Byte]): Unit = synchronized {
+    write(Wire.OpDelete, cf, key, Array.emptyByteArray)
+    cache.remember(cf, key, null)
+  }
+
+  private[statestore] def merge(cf: String, key: Array[Byte], values: Array[Byte]): Unit =
+    synchronized {
+      write(Wire.OpMerge, cf, key, values)
+      cache.forget(cf, key)
+    }
+
+  private[statestore] def deleteRange(cf: String, start: Array[Byte], end: Array[Byte]): Unit =
+    synchronized {
+      write(Wire.OpDeleteRange, cf, start, end)
+      cache.invalidate()
+    }
+
+  /** A new column family is empty, so what the cache knows stays true. */
+  private[statestore] def createColumnFamily(cf: String): Unit =
+    write(Wire.OpCreateCf, cf, Array.emptyByteArray, Array.emptyByteArray)
+
+  private[statestore] def dropColumnFamily(cf: String): Boolean = synchronized {
+    cache.invalidate()
+    request(Wire.DropCf, cf.getBytes(UTF_8))(0) == 1
   }
 
   // ---- column families ----------------------------------------------------------------------
@@ -142,7 +205,7 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
 
   private[statestore] def nextIteratorId(): Int = synchronized { iteratorIds += 1; iteratorIds }
 
-  private[statestore] def write(op: Byte, cf: String, key: Payload, value: Payload): Unit =
+  private def write(op: Byte, cf: String, key: Array[Byte], value: Array[Byte]): Unit =
     withConnection(_.write(op, cf, key, value))
 
   private[statestore] def request(kind: Byte, body: Array[Byte]): Array[Byte] =
@@ -155,8 +218,9 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   private def withConnection[T](f: Connection => T): T = synchronized {
     if (connection == null || connection.isBroken) {
       connection = null
+      cache.invalidate() // a new connection means a new working copy
       val pool = WorkerPool.get(launch)
-      val conn = pool.connect(math.abs(storeId.partitionId) % pool.size)
+      val conn = pool.connect(math.abs(storeId.partitionId) % pool.size, launch.writeBatchBytes)
       try conn.request(Wire.Open, openSpec) catch {
         case NonFatal(e) => conn.close(); throw e
       }

@@ -27,7 +27,7 @@ object WorkerPool extends Logging {
   private var current: Option[WorkerPool] = None
 
   def get(opts: LaunchOptions): WorkerPool = synchronized {
-    current.filter(_.opts == opts).getOrElse {
+    current.filter(_.opts.workerSpec == opts.workerSpec).getOrElse {
       current.foreach(_.shutdown())
       val pool = new WorkerPool(opts)
       current = Some(pool)
@@ -68,7 +68,7 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
   def size: Int = slots.length
 
   /** A new connection to the worker of `slot`, starting or replacing the worker if needed. */
-  def connect(slot: Int): Connection = {
+  def connect(slot: Int, writeBatchBytes: Int): Connection = {
     val worker = slots.synchronized {
       if (closed) throw new WorkerFailedException("the pyrocks worker pool was shut down")
       val existing = slots(slot)
@@ -78,7 +78,7 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
       }
       slots(slot)
     }
-    worker.connect(opts.writeBatchBytes)
+    worker.connect(writeBatchBytes)
   }
 
   def shutdown(): Unit = slots.synchronized {
