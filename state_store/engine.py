@@ -24,7 +24,7 @@ from .checkpoint import Checkpoint, UploadStats
 from .errors import StateStoreError
 from .manifest import Changelog, Manifest
 from .options import StoreOptions
-from .records import DEFAULT_CF, Op
+from .records import DEFAULT_CF, EXISTED, KNOWN, OP_MASK, Op
 from .snapshots import Snapshotter
 
 
@@ -214,29 +214,37 @@ class VersionedStore:
             raise StateStoreError(f"{self.name}: no version loaded (write after abort or error)")
 
     def _apply(self, payload: bytes, count_keys: bool) -> None:
-        for rec in records.decode(payload):
-            if rec.op is Op.PUT:
-                target = self._cf(rec.cf)
-                if count_keys and not self._exists(target, rec.key):
+        for flagged, cf, key, value in records.decode(payload):
+            op = flagged & OP_MASK
+            if op == Op.PUT:
+                target = self._cf(cf)
+                if count_keys and not self._existed(flagged, target, key):
                     self.num_keys += 1
-                target[rec.key] = rec.value
-            elif rec.op is Op.DELETE:
-                target = self._cf(rec.cf)
-                if count_keys and self._exists(target, rec.key):
+                target[key] = value
+            elif op == Op.DELETE:
+                target = self._cf(cf)
+                if count_keys and self._existed(flagged, target, key):
                     self.num_keys -= 1
-                target.delete(rec.key)
-            elif rec.op is Op.MERGE:
-                target = self._cf(rec.cf)
-                old = target.get(rec.key)
+                target.delete(key)
+            elif op == Op.MERGE:
+                target = self._cf(cf)
+                old = target.get(key)
                 if old is None and count_keys:
                     self.num_keys += 1
-                target[rec.key] = rec.value if old is None else old + rec.value
-            elif rec.op is Op.DELETE_RANGE:
-                self._delete_range(rec.cf, rec.key, rec.value, count_keys)
-            elif rec.op is Op.CREATE_CF:
-                self._create_cf(rec.cf)
-            elif rec.op is Op.DROP_CF:
-                self._drop_cf(rec.cf, count_keys)
+                target[key] = value if old is None else old + value
+            elif op == Op.DELETE_RANGE:
+                self._delete_range(cf, key, value, count_keys)
+            elif op == Op.CREATE_CF:
+                self._create_cf(cf)
+            elif op == Op.DROP_CF:
+                self._drop_cf(cf, count_keys)
+
+    @classmethod
+    def _existed(cls, flagged: int, target: Rdict, key: bytes) -> bool:
+        """Whether `key` existed before this record: the shim's word when it knew."""
+        if flagged & KNOWN:
+            return bool(flagged & EXISTED)
+        return cls._exists(target, key)
 
     @staticmethod
     def _exists(target: Rdict, key: bytes) -> bool:

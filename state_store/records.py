@@ -1,6 +1,9 @@
 """Write records: the unit of change, identical on the wire and in changelog files.
 
 A record is `[op u8][cf_len u16][cf][key_len u32][key][value_len u32][value]`, big-endian.
+The low six bits of `op` are the operation; bit 7 (KNOWN) says the shim knew whether the
+key existed before this record, and bit 6 (EXISTED) that it did, so the worker can keep
+its exact key count without looking the key up.
 The shim batches records into WRITES frames; the worker applies them and appends the very
 same bytes to the version's changelog, so a changelog is replayed by the code that applied
 the original writes and no re-encoding sits on the commit path.
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from enum import IntEnum
 
 from .errors import ProtocolError
@@ -18,6 +20,9 @@ from .errors import ProtocolError
 DEFAULT_CF = "default"
 
 _HEAD = struct.Struct(">BH")
+OP_MASK = 0x3F
+KNOWN = 0x80
+EXISTED = 0x40
 _LEN = struct.Struct(">I")
 
 
@@ -30,15 +35,10 @@ class Op(IntEnum):
     DROP_CF = 6
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    op: Op
-    cf: str
-    key: bytes
-    value: bytes
+_OPS = frozenset(int(op) for op in Op)
 
 
-def encode(op: Op, cf: str, key: bytes = b"", value: bytes = b"") -> bytes:
+def encode(op: Op | int, cf: str, key: bytes = b"", value: bytes = b"") -> bytes:
     cf_bytes = b"" if cf == DEFAULT_CF else cf.encode()
     return b"".join(
         (_HEAD.pack(op, len(cf_bytes)), cf_bytes, _LEN.pack(len(key)), key,
@@ -46,8 +46,9 @@ def encode(op: Op, cf: str, key: bytes = b"", value: bytes = b"") -> bytes:
     )
 
 
-def decode(buf: bytes | memoryview) -> Iterator[Record]:
-    """Yields the records of a WRITES payload or changelog body; raises on truncation."""
+def decode(buf: bytes | memoryview) -> Iterator[tuple[int, str, bytes, bytes]]:
+    """Yields (op byte with its flags, cf, key, value) of a WRITES payload or changelog
+    body; raises on truncation or an unknown operation. Plain tuples: this is the hot path."""
     view = memoryview(buf)
     pos, end = 0, len(view)
     cf_names: dict[bytes, str] = {b"": DEFAULT_CF}
@@ -67,7 +68,9 @@ def decode(buf: bytes | memoryview) -> Iterator[Record]:
             pos += value_len
             if pos > end:
                 raise ProtocolError(f"write record truncated at byte {pos} of {end}")
+            if op & OP_MASK not in _OPS:
+                raise ProtocolError(f"unknown write operation {op & OP_MASK} at byte {pos}")
             cf = cf_names.get(cf_raw) or cf_names.setdefault(cf_raw, cf_raw.decode())
-            yield Record(Op(op), cf, key, value)
+            yield op, cf, key, value
     except (struct.error, ValueError) as e:
         raise ProtocolError(f"malformed write record at byte {pos} of {end}: {e}") from e

@@ -28,6 +28,9 @@ object Wire {
   val OpMerge: Byte = 3
   val OpDeleteRange: Byte = 4
   val OpCreateCf: Byte = 5
+  /** Op flags: the shim knew whether the key existed before the record (and whether it did). */
+  val Known: Int = 0x80
+  val Existed: Int = 0x40
 
   val ScanAll: Byte = 0
   val ScanPrefix: Byte = 1

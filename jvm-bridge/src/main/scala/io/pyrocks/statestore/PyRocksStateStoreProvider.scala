@@ -149,13 +149,29 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
 
   private[statestore] def put(cf: String, key: Array[Byte], value: Array[Byte],
       multipleValues: Boolean): Unit = synchronized {
-    write(Wire.OpPut, cf, key, value)
-    if (multipleValues) cache.forget(cf, key) else cache.remember(cf, key, value)
+    if (multipleValues) {
+      write(Wire.OpPut, cf, key, value)
+      cache.forget(cf, key)
+    } else {
+      write(withExistence(Wire.OpPut, cache.lookup(cf, key)), cf, key, value)
+      cache.remember(cf, key, value)
+    }
   }
 
   private[statestore] def remove(cf: String, key: Array[Byte]): Unit = synchronized {
-    write(Wire.OpDelete, cf, key, Array.emptyByteArray)
+    cache.lookup(cf, key) match {
+      case Some(None) => // known absent: removing it changes nothing, so nothing is sent
+      case prior => write(withExistence(Wire.OpDelete, prior), cf, key, Array.emptyByteArray)
+    }
     cache.remember(cf, key, null)
+  }
+
+  /** Tells the worker what the cache knows of the key's existence: it counts keys exactly
+   * without looking the key up again. */
+  private def withExistence(op: Byte, prior: Option[Option[Array[Byte]]]): Byte = prior match {
+    case Some(Some(_)) => (op | Wire.Known | Wire.Existed).toByte
+    case Some(None) => (op | Wire.Known).toByte
+    case None => op
   }
 
   private[statestore] def merge(cf: String, key: Array[Byte], values: Array[Byte]): Unit =
