@@ -16,26 +16,31 @@ import java.util.concurrent.atomic.AtomicLong
  *    dropped on abort, on a lost publish race, on a new connection (`invalidate`);
  *  - `complete` means every key of the store has an entry or is absent: true only from an
  *    empty store (version 0) through writes that all went through this cache, false as soon
- *    as anything is dropped. Only then does a miss mean "absent" without asking.
+ *    as anything is dropped. Only then does a miss mean "absent" without asking;
+ *  - `filter` holds every key written since the store was empty (the same lineage rule), and
+ *    survives the cache starting over: a key it has never seen is absent, without asking.
  * Memory: all caches of a JVM share one budget; a cache that would exceed it starts over.
  */
 final class ReadCache(budget: CacheBudget) {
   private val entries = new java.util.HashMap[ByteBuffer, Array[Byte]]()
   private var bytes = 0L
   private var complete = false
+  private var filter: Option[KeyFilter] = None
   private var version = -1L
+  private val enabled = budget.limitBytes > 0 // readCacheMB=0: every get asks the worker
 
   /** Some(Some(value)) or Some(None) if known (absent = None); None if the worker must say. */
-  def lookup(cf: String, key: Array[Byte]): Option[Option[Array[Byte]]] = {
+  def lookup(cf: String, key: Array[Byte]): Option[Option[Array[Byte]]] = if (!enabled) None else {
     val k = cacheKey(cf, key)
     if (entries.containsKey(k)) Some(Option(entries.get(k)))
-    else if (complete) Some(None)
+    else if (complete || filter.exists(f => !f.mightContain(k.array()))) Some(None)
     else None
   }
 
   /** The worker's answer for `key` is now `value` (null = absent). */
-  def remember(cf: String, key: Array[Byte], value: Array[Byte]): Unit = {
+  def remember(cf: String, key: Array[Byte], value: Array[Byte]): Unit = if (enabled) {
     val k = cacheKey(cf, key)
+    if (value != null) filter.foreach(_.add(k.array()))
     drop(k)
     val size = entrySize(k, value)
     if (budget.reserve(size)) {
@@ -47,8 +52,10 @@ final class ReadCache(budget: CacheBudget) {
   }
 
   /** The answer for `key` is no longer known here. */
-  def forget(cf: String, key: Array[Byte]): Unit = {
-    drop(cacheKey(cf, key))
+  def forget(cf: String, key: Array[Byte]): Unit = if (enabled) {
+    val k = cacheKey(cf, key)
+    filter.foreach(_.add(k.array())) // a merge may create the key
+    drop(k)
     complete = false
   }
 
@@ -56,7 +63,10 @@ final class ReadCache(budget: CacheBudget) {
   def loaded(loaded: Long, unchanged: Boolean): Unit = {
     if (!(unchanged && loaded == version)) {
       clear()
-      complete = loaded == 0 // version 0 is the empty store: every key is known absent
+      // Version 0 is the empty store: every key is known absent. Any other version was
+      // written by writes we did not all see: nothing is known.
+      complete = loaded == 0
+      filter = if (loaded == 0) Some(new KeyFilter()) else None
     }
     version = loaded
   }
@@ -65,6 +75,7 @@ final class ReadCache(budget: CacheBudget) {
 
   def invalidate(): Unit = {
     clear()
+    filter = None
     version = -1
   }
 

@@ -1,0 +1,64 @@
+package io.pyrocks.statestore
+
+import scala.collection.mutable.ArrayBuffer
+import scala.util.hashing.MurmurHash3
+
+/**
+ * A negative-lookup filter: a growing Bloom filter over every key a store has held since it
+ * was empty. It never forgets a key (deletes leave it in), so "not in the filter" proves
+ * "not in the store"; a "maybe" just means asking the worker. About 10 bits per key, ~1%
+ * false positives; it grows by adding a filter twice the size of the last one.
+ */
+final class KeyFilter(initialCapacity: Int = 1 << 16) {
+  private final class Bloom(val capacity: Int) {
+    private val bits = new java.util.BitSet(capacity * KeyFilter.BitsPerKey)
+    private val size = capacity * KeyFilter.BitsPerKey
+    var count = 0
+
+    def add(h1: Int, h2: Int): Unit = {
+      var i = 0
+      while (i < KeyFilter.Hashes) { bits.set(index(h1, h2, i)); i += 1 }
+      count += 1
+    }
+
+    def mightContain(h1: Int, h2: Int): Boolean = {
+      var i = 0
+      while (i < KeyFilter.Hashes) {
+        if (!bits.get(index(h1, h2, i))) return false
+        i += 1
+      }
+      true
+    }
+
+    private def index(h1: Int, h2: Int, i: Int): Int = Math.floorMod(h1 + i * h2, size)
+
+    def bytes: Long = size / 8L
+  }
+
+  private val blooms = ArrayBuffer(new Bloom(initialCapacity))
+
+  def add(key: Array[Byte]): Unit = {
+    val (h1, h2) = hashes(key)
+    var last = blooms.last
+    if (last.count >= last.capacity) {
+      last = new Bloom(last.capacity * 2)
+      blooms += last
+    }
+    last.add(h1, h2)
+  }
+
+  def mightContain(key: Array[Byte]): Boolean = {
+    val (h1, h2) = hashes(key)
+    blooms.exists(_.mightContain(h1, h2))
+  }
+
+  def bytes: Long = blooms.map(_.bytes).sum
+
+  private def hashes(key: Array[Byte]): (Int, Int) =
+    (MurmurHash3.bytesHash(key, 0x5bd1e995), MurmurHash3.bytesHash(key, 0x1b873593) | 1)
+}
+
+object KeyFilter {
+  val BitsPerKey = 10
+  val Hashes = 7
+}
