@@ -287,7 +287,9 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
       .extract[Map[String, Double]].map { case (k, v) => k -> v.toLong }
     val custom: Map[StateStoreCustomMetric, Long] =
       CustomMetrics.map(m => m -> raw.getOrElse(m.name.stripPrefix("pyrocks."), 0L)).toMap
-    StateStoreMetrics(raw.getOrElse("num_keys", 0L), raw.getOrElse("memory_bytes", 0L), custom)
+    // Memory = the worker's RocksDB memtables and table readers + this shim's read cache.
+    val memory = raw.getOrElse("memory_bytes", 0L) + synchronized(cache.memoryBytes)
+    StateStoreMetrics(raw.getOrElse("num_keys", 0L), memory, custom)
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = CustomMetrics

@@ -73,6 +73,9 @@ final class ReadCache(budget: CacheBudget) {
 
   def committed(newVersion: Long): Unit = version = newVersion
 
+  /** JVM memory this cache holds: its entries and its key filter. */
+  def memoryBytes: Long = bytes + filter.map(_.bytes).getOrElse(0L)
+
   def invalidate(): Unit = {
     clear()
     filter = None
