@@ -7,11 +7,14 @@ Layout (one concept per module):
   worker       the Python worker process: socket server and request loop
   protocol     wire frames between the shim and a worker
   records      the write-record encoding shared by the wire and the changelog files
-  engine       a versioned key-value store on rocksdict (load, write, commit, abort)
-  manifest     the durable record of one version (what files it needs, who owns them)
-  checkpoint   publishes versions and reads them back (changelogs, snapshots, GC)
-  storage      fsspec access: atomic publish, checksummed reads, duplicate()
-  cli          the `state-store` console command
+  engine       a versioned key-value store on rocksdict (load, write, commit, abort, finish)
+  snapshots    local RocksDB checkpoints and their incremental uploads off the commit path
+  manifest     the durable records: manifests (versions) and snapshot descriptors, with owners
+  checkpoint   publishes records, plans loads, the shared-file registry and GC
+  storage      fsspec access: atomic publish, checksummed reads, duplicate(), retries
+  inspect      what `state-store inspect` reports (read-only, with a GC dry run)
+  errors       the errors, each naming the store, the version, the file or the key
+  cli, demo    the `state-store` console command and its demo query
 """
 
 __version__ = "0.1.0"
