@@ -27,6 +27,7 @@ class SimulatedCrash(BaseException):
 class Fuse:
     def __init__(self) -> None:
         self.remaining: int | None = None
+        self.transient = 0  # the next N mutations fail with a retryable network error
         self.mutations = 0
         self.gate = threading.Event()
         self.gate.set()
@@ -37,11 +38,15 @@ class Fuse:
 
     def disarm(self) -> None:
         self.remaining = None
+        self.transient = 0
 
     def tick(self, what: str) -> None:
         self.gate.wait()
         with self._lock:
             self.mutations += 1
+            if self.transient > 0:
+                self.transient -= 1
+                raise ConnectionResetError(f"simulated transient failure: {what}")
             if self.remaining is None:
                 return
             if self.remaining == 0:

@@ -163,15 +163,17 @@ def test_corrupt_manifest_is_refused(tmp_path: Path) -> None:
         open_store(tmp_path / "root", tmp_path / "b").load(2)
 
 
-def test_corrupt_snapshot_file_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["zeros", "truncate"])
+def test_corrupt_snapshot_file_is_refused(tmp_path: Path, damage: str) -> None:
     store = open_store(tmp_path / "root", tmp_path / "a", interval=2)
     commit_versions(store, 2)
     store.snapshots.drain()
     snapshot = store.checkpoint.read_snapshot(2)
     sst = next(f for f in snapshot.files if f.local_name.endswith(".sst"))
     path = tmp_path / "root" / "files" / sst.name
+    data = path.read_bytes()
     path.unlink()  # a hard link to RocksDB's file: replace it rather than write through it
-    path.write_bytes(b"\0" * sst.size)
+    path.write_bytes(b"\0" * sst.size if damage == "zeros" else data[: sst.size // 2])
     with pytest.raises(CorruptFileError, match=rf"snapshot of version 2 .*{sst.name}"):
         open_store(tmp_path / "root", tmp_path / "b").load(2)
 

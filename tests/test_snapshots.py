@@ -15,6 +15,7 @@ import pytest
 import faulty_fs
 from faulty_fs import FUSE
 from state_store.manifest import Owner
+from state_store.storage import Storage, StorageError
 from test_engine import commit_versions, contents, open_store, put
 
 
@@ -221,3 +222,15 @@ def test_orphans_of_crashed_attempts_are_collected_after_the_margin(tmp_path: Pa
     assert not orphan.exists() and not interrupted.exists()
     fresh = open_store(root, tmp_path / "b")
     fresh.load(3)
+
+
+def test_transient_storage_errors_are_retried(tmp_path: Path) -> None:
+    storage = Storage(f"{faulty_fs.PROTOCOL}://{tmp_path}/root")
+    FUSE.transient = 2  # two failures, then the backoff's third attempt goes through
+    written = storage.write_new("files/a", b"payload")
+    assert storage.read_verified("files/a", written, "test") == b"payload"
+    FUSE.transient = 2
+    assert storage.publish("manifests/1.json", b"record")
+    FUSE.transient = 10  # more than the retries: the error names what kept failing
+    with pytest.raises(StorageError, match=r"writing .*files/b failed after 5 attempts"):
+        storage.write_new("files/b", b"x")
