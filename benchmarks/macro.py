@@ -8,7 +8,9 @@ partitions, noop sink), reading the same pre-generated Parquet files, one file p
 micro-batch (`maxFilesPerTrigger=1`, `availableNow` trigger):
 
 - aggregation: `groupBy(key)` count and sum, update mode, over a fixed key space;
-- dedup: `dropDuplicates(["id"])`, append mode, every id new (state grows every batch).
+- dedup: `dropDuplicates(["id"])`, append mode, every id new (state grows every batch);
+- join: a stream-stream inner join with watermarks (rows/4 per batch, one partner per key);
+- sessions: session windows per user, 10 s gap (rows/4 per batch, keys/10 users).
 
 Per batch the query's progress gives the batch time (`durationMs.triggerExecution`) and,
 from `stateOperators[0]`, `commitTimeMs`, `numRowsTotal` and `memoryUsedBytes`. The first
@@ -116,7 +118,7 @@ class Ratio:
 class Workload:
     name: str
     input_dir: Path
-    expected_state_rows: int
+    expected_state_rows: int | None  # None: every provider must end with the same count
     start: Callable[[Any, Path, str], Any]  # (spark, input dir, checkpoint) -> StreamingQuery
 
 
@@ -162,6 +164,30 @@ def dedup_input(out_dir: Path, cfg: Config) -> int:
 # -------------------------------------------------------------------------------- queries
 
 
+def join_input(out_dir: Path, cfg: Config) -> None:
+    """Pairs of rows (left, right) per key, event time advancing 60 s per batch."""
+    rows = max(cfg.rows // 4, 2)
+    tables = []
+    for batch in range(cfg.batches):
+        rng = np.random.default_rng([cfg.seed, 2_000_000 + batch])
+        ids = np.arange(batch * rows, (batch + 1) * rows, dtype=np.int64)
+        seconds = batch * 60 + rng.integers(0, 60, size=rows, dtype=np.int64)
+        tables.append(pa.table({"key": ids // 2, "side": ids % 2, "ts": seconds}))
+    write_batches(out_dir, tables)
+
+
+def session_input(out_dir: Path, cfg: Config) -> None:
+    """Events of cfg.keys // 10 users with gaps, event time advancing 60 s per batch."""
+    rows, users = max(cfg.rows // 4, 1), max(cfg.keys // 10, 1)
+    tables = []
+    for batch in range(cfg.batches):
+        rng = np.random.default_rng([cfg.seed, 3_000_000 + batch])
+        tables.append(pa.table({
+            "user": rng.integers(0, users, size=rows, dtype=np.int64),
+            "ts": batch * 60 + rng.integers(0, 60, size=rows, dtype=np.int64)}))
+    write_batches(out_dir, tables)
+
+
 def file_stream(spark: Any, input_dir: Path, schema: str) -> Any:
     return (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
             .parquet(str(input_dir)))
@@ -182,6 +208,33 @@ def start_dedup(spark: Any, input_dir: Path, checkpoint: str) -> Any:
             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
 
 
+def start_join(spark: Any, input_dir: Path, checkpoint: str) -> Any:
+    """Stream-stream inner join with watermarks; both sides from one source (one file each
+    batch), so every provider sees the same pairs in the same batch."""
+    from pyspark.sql import functions as F
+
+    events = (file_stream(spark, input_dir, "key LONG, side LONG, ts LONG")
+              .withColumn("t", F.timestamp_seconds("ts")))
+    left = events.where("side = 0").select(F.col("key").alias("lk"), F.col("t").alias("lt"))
+    right = events.where("side = 1").select(F.col("key").alias("rk"), F.col("t").alias("rt"))
+    joined = left.withWatermark("lt", "30 seconds").join(
+        right.withWatermark("rt", "30 seconds"),
+        F.expr("lk = rk AND rt BETWEEN lt - INTERVAL 60 SECONDS AND lt + INTERVAL 60 SECONDS"))
+    return (joined.writeStream.outputMode("append").format("noop")
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+
+def start_sessions(spark: Any, input_dir: Path, checkpoint: str) -> Any:
+    """Session windows (prefix-scan heavy), 10 s gap, append mode."""
+    from pyspark.sql import functions as F
+
+    events = (file_stream(spark, input_dir, "user LONG, ts LONG")
+              .withColumn("t", F.timestamp_seconds("ts")).withWatermark("t", "30 seconds"))
+    sessions = events.groupBy(F.session_window("t", "10 seconds"), "user").count()
+    return (sessions.writeStream.outputMode("append").format("noop")
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+
 def prepare_workloads(work_dir: Path, cfg: Config) -> list[Workload]:
     made = []
     if "aggregation" in cfg.workloads:
@@ -190,6 +243,14 @@ def prepare_workloads(work_dir: Path, cfg: Config) -> list[Workload]:
     if "dedup" in cfg.workloads:
         path = work_dir / "input" / "dedup"
         made.append(Workload("dedup", path, dedup_input(path, cfg), start_dedup))
+    if "join" in cfg.workloads:
+        path = work_dir / "input" / "join"
+        join_input(path, cfg)
+        made.append(Workload("join", path, None, start_join))
+    if "sessions" in cfg.workloads:
+        path = work_dir / "input" / "sessions"
+        session_input(path, cfg)
+        made.append(Workload("sessions", path, None, start_sessions))
     return made
 
 
@@ -314,10 +375,11 @@ def render_table(results: Sequence[RunResult], found: Sequence[Ratio], cfg: Conf
               f"{'ours/x batch':>12} {'ours/x commit':>13}")
     for workload in dict.fromkeys(r.workload for r in results):
         lines.append("")
-        lines.append(f"== {workload}: {cfg.rows:,} rows/batch"
+        rows = cfg.rows if workload in ("aggregation", "dedup") else max(cfg.rows // 4, 1)
+        lines.append(f"== {workload}: {rows:,} rows/batch"
                      + (f", {cfg.keys:,} keys" if workload == "aggregation" else "")
                      + f", {cfg.batches} batches, first {cfg.warmup} discarded; "
-                     f"expected final state rows {expected.get(workload, 0):,}")
+                     + _expected_text(expected.get(workload)))
         lines.append("times in ms over the measured batches; peak MiB = max memoryUsedBytes")
         lines.append(header)
         lines.append("-" * len(header))
@@ -336,10 +398,18 @@ def render_table(results: Sequence[RunResult], found: Sequence[Ratio], cfg: Conf
     return "\n".join(lines)
 
 
+def _expected_text(rows: int | None) -> str:
+    if rows is None:
+        return "final state rows must agree across providers"
+    return f"expected final state rows {rows:,}"
+
+
 def warnings_for(results: Sequence[RunResult], expected: dict[str, int]) -> list[str]:
     notes = []
     for r in results:
         want = expected.get(r.workload)
+        if want is None:  # no closed form: all providers must agree with the first
+            want = next(o.final_state_rows for o in results if o.workload == r.workload)
         if r.error is None and r.final_state_rows != want:
             notes.append(f"{r.workload}/{r.provider}: final state rows {r.final_state_rows}, "
                          f"expected {want}")
@@ -381,7 +451,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run (1800)")
     parser.add_argument("--driver-memory", default="8g", help="spark.driver.memory (8g)")
     parser.add_argument("--workloads", default="aggregation,dedup",
-                        help="comma-separated subset of: aggregation,dedup")
+                        help="comma-separated subset of: aggregation,dedup,join,sessions")
     parser.add_argument("--providers", default=",".join(p.name for p in PROVIDERS),
                         help="comma-separated subset of: "
                         + ",".join(p.name for p in PROVIDERS))
@@ -404,7 +474,7 @@ def check(parser: argparse.ArgumentParser, cfg: Config) -> None:
         parser.error("--rows, --keys and --batches must be >= 1, --warmup >= 0")
     if cfg.batches <= cfg.warmup:
         parser.error("--batches must be larger than --warmup")
-    unknown = set(cfg.workloads) - {"aggregation", "dedup"}
+    unknown = set(cfg.workloads) - {"aggregation", "dedup", "join", "sessions"}
     unknown |= set(cfg.providers) - {p.name for p in PROVIDERS}
     if unknown or not cfg.workloads or not cfg.providers:
         parser.error(f"unknown or empty workloads/providers: {sorted(unknown)}")
