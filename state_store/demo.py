@@ -30,6 +30,8 @@ def run_demo(batches: int, rows_per_second: int, checkpoint: str | None, master:
         try:
             _follow(query, batches)
         finally:
+            # Stopping interrupts the batch in flight, which Spark logs as an error: expected.
+            spark.sparkContext.setLogLevel("OFF")
             query.stop()
             spark.stop()
     return 0
