@@ -4,8 +4,8 @@ import java.nio.ByteBuffer
 
 import scala.collection.mutable.ArrayBuffer
 
-import org.apache.spark.sql.catalyst.expressions.UnsafeRow
-import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, NoPrefixKeyStateEncoderSpec, RocksDBStateEncoder, UnsafeRowDataEncoder}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, NoPrefixKeyStateEncoderSpec, PrefixKeyScanStateEncoderSpec, RocksDBStateEncoder, UnsafeRowDataEncoder}
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.unsafe.Platform
 
@@ -32,6 +32,15 @@ final class ColumnFamilyCodec(
       new UnsafeRowDataEncoder(spec, valueSchema), spec, false))
   }
 
+  /** Projects a full key row onto its prefix columns (prefix-scan specs only). */
+  private val prefixColumns: Option[UnsafeProjection] = spec match {
+    case PrefixKeyScanStateEncoderSpec(schema, n) => Some(UnsafeProjection.create(
+      schema.fields.take(n).zipWithIndex.map { case (f, i) =>
+        BoundReference(i, f.dataType, f.nullable)
+      }.toSeq))
+    case _ => None
+  }
+
   def supportsPrefixScan: Boolean = sparkEncoder.exists(_.supportPrefixKeyScan)
   def supportsRangeScan: Boolean = sparkEncoder.exists(_.supportsRangeScan)
 
@@ -45,6 +54,11 @@ final class ColumnFamilyCodec(
     case _ => throw new UnsupportedOperationException(
       s"prefix scan needs a PrefixKeyScanStateEncoderSpec; this column family uses $spec")
   }
+
+  /** The encoded prefix a key row is found under by `prefixScan`, for prefix-scan specs: the
+   * very bytes `prefix` gives for the key's prefix columns, so the two can never disagree. */
+  def prefixOf(key: UnsafeRow): Option[Array[Byte]] =
+    prefixColumns.map(project => prefix(project(key)))
 
   def decodeKey(bytes: Array[Byte]): UnsafeRow = sparkEncoder match {
     case Some(enc) => enc.decodeKey(bytes).copy() // the encoder reuses its result row

@@ -1,7 +1,6 @@
 package io.pyrocks.statestore
 
 import java.nio.ByteBuffer
-import java.nio.charset.StandardCharsets.UTF_8
 
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
@@ -81,7 +80,7 @@ class PyRocksStateStore(
   private def scan(cf: String, mode: Byte, a: Array[Byte], b: Array[Byte],
       multi: Boolean): StateStoreIterator[UnsafeRowPair] = {
     val codec = provider.codec(cf)
-    val chunks = new ChunkedScan(provider, provider.nextIteratorId(), mode, cfField(cf), a, b)
+    val chunks = provider.scan(cf, mode, a, b)
     val pairs = chunks.flatMap { case (k, v) =>
       val key = codec.decodeKey(k)
       if (multi) codec.decodeValues(v).iterator.map(new UnsafeRowPair(key, _))
@@ -97,12 +96,13 @@ class PyRocksStateStore(
   override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
     require(value != null, "Cannot put a null value")
     val codec = writable(colFamilyName)
-    provider.put(colFamilyName, codec.key(key), codec.value(value), codec.multipleValues)
+    provider.put(colFamilyName, codec.key(key), codec.value(value), codec.multipleValues,
+      codec.prefixOf(key))
   }
 
   override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
     val codec = writable(colFamilyName)
-    provider.remove(colFamilyName, codec.key(key))
+    provider.remove(colFamilyName, codec.key(key), codec.prefixOf(key))
   }
 
   override def merge(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit =
@@ -110,12 +110,13 @@ class PyRocksStateStore(
 
   override def putList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit = {
     val codec = multiValued(colFamilyName, "putList")
-    provider.put(colFamilyName, codec.key(key), codec.valueList(values), multipleValues = true)
+    provider.put(colFamilyName, codec.key(key), codec.valueList(values), multipleValues = true,
+      codec.prefixOf(key))
   }
 
   override def mergeList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit = {
     val codec = multiValued(colFamilyName, "merge")
-    provider.merge(colFamilyName, codec.key(key), codec.valueList(values))
+    provider.merge(colFamilyName, codec.key(key), codec.valueList(values), codec.prefixOf(key))
   }
 
   override def deleteRange(beginKey: UnsafeRow, endKey: UnsafeRow, colFamilyName: String): Unit = {
@@ -183,19 +184,34 @@ class PyRocksStateStore(
 
   override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo =
     StateStoreCheckpointInfo(id.partitionId, version + 1, None, None)
-
-  private def cfField(cf: String): Array[Byte] =
-    if (cf == DefaultCf) Array.emptyByteArray else cf.getBytes(UTF_8)
 }
 
-/** Streams a scan from the worker in chunks; the worker holds the RocksDB iterator. */
+/** Raw (key, value) pairs of a scan, in the worker's key order; `close` ends it early. */
+trait KeyValueScan extends Iterator[(Array[Byte], Array[Byte])] {
+  def close(): Unit
+}
+
+/** A scan answered from the read cache's prefix listing: no round trip. */
+final class ListedScan(pairs: Array[(Array[Byte], Array[Byte])]) extends KeyValueScan {
+  private val it = pairs.iterator
+  override def hasNext: Boolean = it.hasNext
+  override def next(): (Array[Byte], Array[Byte]) = it.next()
+  override def close(): Unit = {}
+}
+
+/**
+ * Streams a scan from the worker in chunks; the worker holds the RocksDB iterator. With
+ * `onEnd`, it keeps what it returns (up to `ChunkedScan.MaxKeptBytes`) and hands it over if
+ * the scan runs to its end: that is how the read cache learns a prefix listing.
+ */
 final class ChunkedScan(
     provider: PyRocksStateStoreProvider,
     iteratorId: Int,
     mode: Byte,
     cf: Array[Byte],
     a: Array[Byte],
-    b: Array[Byte]) extends Iterator[(Array[Byte], Array[Byte])] {
+    b: Array[Byte],
+    onEnd: Option[Seq[(Array[Byte], Array[Byte])] => Unit] = None) extends KeyValueScan {
 
   private var chunk: ByteBuffer = open()
   private var more: Boolean = chunk.get() == 1
@@ -208,18 +224,34 @@ final class ChunkedScan(
     ByteBuffer.wrap(provider.request(Wire.IterOpen, body))
   }
 
+  private var kept = onEnd.map(_ => scala.collection.mutable.ArrayBuffer.empty[
+    (Array[Byte], Array[Byte])])
+  private var keptBytes = 0L
+
   override def hasNext: Boolean = {
     if (!chunk.hasRemaining && more && !closed) {
       chunk = ByteBuffer.wrap(provider.request(Wire.IterNext,
         ByteBuffer.allocate(4).putInt(iteratorId).array()))
       more = chunk.get() == 1
     }
-    chunk.hasRemaining
+    val has = chunk.hasRemaining
+    if (!has && !more) handOver()
+    has
   }
 
   override def next(): (Array[Byte], Array[Byte]) = {
     if (!hasNext) throw new NoSuchElementException("end of state store scan")
-    (take(), take())
+    val pair = (take(), take())
+    kept.foreach { buf =>
+      keptBytes += pair._1.length + pair._2.length
+      if (keptBytes <= ChunkedScan.MaxKeptBytes) buf += pair else kept = None
+    }
+    pair
+  }
+
+  private def handOver(): Unit = for (f <- onEnd; pairs <- kept) {
+    kept = None
+    f(pairs.toSeq)
   }
 
   private def take(): Array[Byte] = {
@@ -233,4 +265,9 @@ final class ChunkedScan(
     closed = true
     if (more) provider.tell(Wire.IterClose, ByteBuffer.allocate(4).putInt(iteratorId).array())
   }
+}
+
+object ChunkedScan {
+  /** Larger listings are not worth the cache's memory: such a scan just streams. */
+  val MaxKeptBytes: Long = 4L << 20
 }

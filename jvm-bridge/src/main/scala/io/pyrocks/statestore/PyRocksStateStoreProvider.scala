@@ -136,9 +136,9 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
       multipleValues: Boolean): Option[Array[Byte]] = synchronized {
     val known = if (multipleValues) None else cache.lookup(cf, key)
     known.getOrElse {
-      val cfBytes = if (cf == Wire.DefaultCf) Array.emptyByteArray else cf.getBytes(UTF_8)
-      val body = ByteBuffer.allocate(2 + cfBytes.length + key.length)
-        .putShort(cfBytes.length.toShort).put(cfBytes).put(key).array()
+      val cfField = cfBytes(cf)
+      val body = ByteBuffer.allocate(2 + cfField.length + key.length)
+        .putShort(cfField.length.toShort).put(cfField).put(key).array()
       val answer = request(Wire.Get, body)
       val value =
         if (answer(0) == 0) None else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
@@ -147,23 +147,26 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
     }
   }
 
+  /** Writes take the key's scan prefix (prefix-scan column families): the cache keeps its
+   * prefix listings exact through it. */
   private[statestore] def put(cf: String, key: Array[Byte], value: Array[Byte],
-      multipleValues: Boolean): Unit = synchronized {
+      multipleValues: Boolean, prefix: Option[Array[Byte]]): Unit = synchronized {
     if (multipleValues) {
       write(Wire.OpPut, cf, key, value)
-      cache.forget(cf, key)
+      cache.forget(cf, key, prefix)
     } else {
       write(withExistence(Wire.OpPut, cache.lookup(cf, key)), cf, key, value)
-      cache.remember(cf, key, value)
+      cache.remember(cf, key, value, prefix)
     }
   }
 
-  private[statestore] def remove(cf: String, key: Array[Byte]): Unit = synchronized {
+  private[statestore] def remove(cf: String, key: Array[Byte],
+      prefix: Option[Array[Byte]]): Unit = synchronized {
     cache.lookup(cf, key) match {
       case Some(None) => // known absent: removing it changes nothing, so nothing is sent
       case prior => write(withExistence(Wire.OpDelete, prior), cf, key, Array.emptyByteArray)
     }
-    cache.remember(cf, key, null)
+    cache.remember(cf, key, null, prefix)
   }
 
   /** Tells the worker what the cache knows of the key's existence: it counts keys exactly
@@ -174,11 +177,23 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
     case None => op
   }
 
-  private[statestore] def merge(cf: String, key: Array[Byte], values: Array[Byte]): Unit =
-    synchronized {
-      write(Wire.OpMerge, cf, key, values)
-      cache.forget(cf, key)
+  private[statestore] def merge(cf: String, key: Array[Byte], values: Array[Byte],
+      prefix: Option[Array[Byte]]): Unit = synchronized {
+    write(Wire.OpMerge, cf, key, values)
+    cache.forget(cf, key, prefix)
+  }
+
+  /** A prefix scan the cache can answer costs no round trip; one it cannot teaches it. */
+  private[statestore] def scan(cf: String, mode: Byte, a: Array[Byte],
+      b: Array[Byte]): KeyValueScan = synchronized {
+    val listed = if (mode == Wire.ScanPrefix) cache.listing(cf, a) else None
+    listed.map(new ListedScan(_)).getOrElse {
+      val startEpoch = cache.epoch
+      val learn = if (mode != Wire.ScanPrefix) None else Some { (pairs: Seq[(Array[Byte],
+          Array[Byte])]) => synchronized(cache.learnListing(cf, a, pairs, startEpoch)) }
+      new ChunkedScan(this, nextIteratorId(), mode, cfBytes(cf), a, b, learn)
     }
+  }
 
   private[statestore] def deleteRange(cf: String, start: Array[Byte], end: Array[Byte]): Unit =
     synchronized {
@@ -196,6 +211,9 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   }
 
   // ---- column families ----------------------------------------------------------------------
+
+  private def cfBytes(cf: String): Array[Byte] =
+    if (cf == Wire.DefaultCf) Array.emptyByteArray else cf.getBytes(UTF_8)
 
   private[statestore] def registerColumnFamily(
       name: String,

@@ -19,10 +19,19 @@ import java.util.concurrent.atomic.AtomicLong
  *    as anything is dropped. Only then does a miss mean "absent" without asking;
  *  - `filter` holds every key written since the store was empty (the same lineage rule), and
  *    survives the cache starting over: a key it has never seen is absent, without asking.
+ *    It also holds the prefix of every such key (for prefix-scan column families), so a
+ *    prefix it has never seen has an empty listing;
+ *  - a prefix listing holds EVERY key under its prefix, in the worker's (unsigned bytewise)
+ *    order: it is learned only from a scan that ran to its end with no write in between
+ *    (`epoch` unchanged, checked in `learnListing`), and every later write of a key under the
+ *    prefix updates it (`remember`) or drops it (`forget`); anything that drops point
+ *    entries drops listings too.
  * Memory: all caches of a JVM share one budget; a cache that would exceed it starts over.
  */
 final class ReadCache(budget: CacheBudget) {
   private val entries = new java.util.HashMap[ByteBuffer, Array[Byte]]()
+  private val listings = new java.util.HashMap[ByteBuffer, ReadCache.Listing]()
+  private var writesSeen = 0L
   private var bytes = 0L
   private var complete = false
   private var filter: Option[KeyFilter] = None
@@ -37,10 +46,38 @@ final class ReadCache(budget: CacheBudget) {
     else None
   }
 
-  /** The worker's answer for `key` is now `value` (null = absent). */
-  def remember(cf: String, key: Array[Byte], value: Array[Byte]): Unit = if (enabled) {
+  /** Changes whenever something this cache knows may have changed: a scan that started at
+   * one epoch and ended at the same one saw the store as it still is. */
+  def epoch: Long = writesSeen
+
+  /** Every (key, value) under `prefix`, in scan order, if known without asking the worker. */
+  def listing(cf: String, prefix: Array[Byte]): Option[Array[(Array[Byte], Array[Byte])]] =
+    if (!enabled) None else {
+      val p = cacheKey(cf, prefix)
+      val known = listings.get(p)
+      if (known != null) Some(known.pairs)
+      else if (filter.exists(f => !f.mightContain(prefixTag(p)))) {
+        adopt(p, new ReadCache.Listing) // never written since empty: nothing under it
+        Some(Array.empty)
+      } else None
+    }
+
+  /** A scan of `prefix` that began at `startEpoch` returned `pairs` and reached its end. */
+  def learnListing(cf: String, prefix: Array[Byte], pairs: Seq[(Array[Byte], Array[Byte])],
+      startEpoch: Long): Unit = if (enabled && startEpoch == writesSeen) {
+    val listing = new ReadCache.Listing
+    pairs.foreach { case (k, v) => listing.put(k, v) }
+    adopt(cacheKey(cf, prefix), listing)
+  }
+
+  /** The worker's answer for `key` is now `value` (null = absent); `prefix` is the key's
+   * scan prefix in a prefix-scan column family. */
+  def remember(cf: String, key: Array[Byte], value: Array[Byte],
+      prefix: Option[Array[Byte]] = None): Unit = if (enabled) {
+    writesSeen += 1
     val k = cacheKey(cf, key)
-    if (value != null) filter.foreach(_.add(k.array()))
+    if (value != null) noteWritten(k, cf, prefix)
+    prefix.foreach(p => updateListing(cacheKey(cf, p), key, value))
     drop(k)
     val size = entrySize(k, value)
     if (budget.reserve(size)) {
@@ -52,11 +89,46 @@ final class ReadCache(budget: CacheBudget) {
   }
 
   /** The answer for `key` is no longer known here. */
-  def forget(cf: String, key: Array[Byte]): Unit = if (enabled) {
-    val k = cacheKey(cf, key)
-    filter.foreach(_.add(k.array())) // a merge may create the key
-    drop(k)
-    complete = false
+  def forget(cf: String, key: Array[Byte], prefix: Option[Array[Byte]] = None): Unit =
+    if (enabled) {
+      writesSeen += 1
+      val k = cacheKey(cf, key)
+      noteWritten(k, cf, prefix) // a merge may create the key
+      prefix.foreach(p => dropListing(cacheKey(cf, p)))
+      drop(k)
+      complete = false
+    }
+
+  private def noteWritten(k: ByteBuffer, cf: String, prefix: Option[Array[Byte]]): Unit =
+    filter.foreach { f =>
+      f.add(k.array())
+      prefix.foreach(p => f.add(prefixTag(cacheKey(cf, p))))
+    }
+
+  private def adopt(p: ByteBuffer, listing: ReadCache.Listing): Unit = {
+    dropListing(p)
+    val size = p.capacity() + listing.bytes
+    if (budget.reserve(size)) {
+      listings.put(p, listing)
+      bytes += size
+    } else {
+      clear()
+    }
+  }
+
+  private def updateListing(p: ByteBuffer, key: Array[Byte], value: Array[Byte]): Unit = {
+    val listing = listings.get(p)
+    if (listing != null) {
+      val grown = listing.put(key, value)
+      if (grown <= 0) release(-grown)
+      else if (budget.reserve(grown)) bytes += grown
+      else clear()
+    }
+  }
+
+  private def dropListing(p: ByteBuffer): Unit = {
+    val listing = listings.remove(p)
+    if (listing != null) release(p.capacity() + listing.bytes)
   }
 
   /** The store was loaded at `loaded`; `unchanged` = the worker's working copy was kept. */
@@ -87,7 +159,9 @@ final class ReadCache(budget: CacheBudget) {
   }
 
   private def clear(): Unit = {
+    writesSeen += 1
     entries.clear()
+    listings.clear()
     release(bytes)
     complete = false
   }
@@ -103,11 +177,43 @@ final class ReadCache(budget: CacheBudget) {
   private def cacheKey(cf: String, key: Array[Byte]): ByteBuffer =
     if (cf == Wire.DefaultCf) ByteBuffer.wrap(key)
     else ByteBuffer.wrap(cf.getBytes(UTF_8) ++ Array[Byte](0) ++ key)
+
+  /** Prefixes share the key filter under a tag, so a prefix is never mistaken for a key. */
+  private def prefixTag(p: ByteBuffer): Array[Byte] = ReadCache.PrefixTag +: p.array()
 }
 
 object ReadCache {
   /** Bytes a HashMap entry, its ByteBuffer and array headers cost beyond the data. */
   val EntryOverhead = 96L
+
+  private val PrefixTag: Byte = 0x7f
+
+  /** The keys under one prefix, in the worker's order (RocksDB compares bytes unsigned). */
+  final class Listing {
+    private val sorted = new java.util.TreeMap[Array[Byte], Array[Byte]](
+      (a: Array[Byte], b: Array[Byte]) => java.util.Arrays.compareUnsigned(a, b))
+    var bytes = 0L
+
+    /** Sets (value != null) or removes the key; returns the change in `bytes`. */
+    def put(key: Array[Byte], value: Array[Byte]): Long = {
+      val before = bytes
+      val old = if (value == null) sorted.remove(key) else sorted.put(key, value)
+      if (old != null) bytes -= size(key, old)
+      if (value != null) bytes += size(key, value)
+      bytes - before
+    }
+
+    /** A copy: callers may write to the store while they iterate. */
+    def pairs: Array[(Array[Byte], Array[Byte])] = {
+      val out = new Array[(Array[Byte], Array[Byte])](sorted.size)
+      var i = 0
+      sorted.forEach { (k, v) => out(i) = (k, v); i += 1 }
+      out
+    }
+
+    private def size(key: Array[Byte], value: Array[Byte]): Long =
+      key.length.toLong + value.length + EntryOverhead
+  }
 }
 
 /** The memory all read caches of this JVM may use together (`readCacheMB`). */
