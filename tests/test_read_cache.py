@@ -103,3 +103,50 @@ def test_filter_answers_new_keys_when_the_cache_overflows(pyrocks_spark: SparkSe
     for batch in progress:
         # the overlap (5,000 known ids per batch) may ask; the 20,000 new ids mostly not
         assert operator(batch)["customMetrics"]["pyrocks.round_trips"] < 8_000
+
+
+def run_sessions(spark: SparkSession, work: Path, batches: int) -> tuple[list, list[dict]]:
+    """Session windows over 200 users: even users' sessions stay open across batches, odd
+    users come every other batch, so their sessions close and are evicted. Every batch scans
+    each user's prefix and updates, merges and removes sessions."""
+    source = work / "in"
+    source.mkdir(parents=True, exist_ok=True)
+    collected: list = []
+    events = (spark.readStream.schema("user long, ts long").option("maxFilesPerTrigger", 1)
+              .json(str(source)).withColumn("t", F.timestamp_seconds("ts"))
+              .withWatermark("t", "5 seconds"))
+    sessions = events.groupBy(F.session_window("t", "4 seconds"), "user").count()
+    query = (sessions.writeStream.outputMode("append")
+             .foreachBatch(lambda df, _: collected.extend(sorted(map(tuple, df.collect()))))
+             .option("checkpointLocation", str(work / "ckpt")).start())
+    try:
+        for batch in range(batches):
+            users = range(0, 200, 1 if batch % 2 == 0 else 2)
+            rows = [{"user": u, "ts": batch * 3 + u % 3} for u in users]
+            hidden = source / f".{batch:03d}.tmp"
+            hidden.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+            hidden.rename(source / f"{batch:03d}.json")
+            query.processAllAvailable()
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    finally:
+        query.stop()
+    return collected, progress
+
+
+def test_prefix_scans_are_answered_in_the_jvm(pyrocks_spark: SparkSession,
+                                              tmp_path: Path) -> None:
+    """Listings learned in one batch answer the next batch's scans, and stay exact through
+    its session updates and evictions: the output equals the uncached run's."""
+    cached_rows, cached = run_sessions(pyrocks_spark, tmp_path / "cached", 6)
+    pyrocks_spark.conf.set(PREFIX + "readCacheMB", "0")
+    try:
+        plain_rows, plain = run_sessions(pyrocks_spark, tmp_path / "uncached", 6)
+    finally:
+        pyrocks_spark.conf.unset(PREFIX + "readCacheMB")
+    assert cached_rows == plain_rows
+    assert len(cached_rows) >= 100  # closed sessions of odd users were emitted
+    for cached_batch, plain_batch in zip(cached[1:], plain[1:], strict=True):
+        assert operator(cached_batch)["numRowsTotal"] == operator(plain_batch)["numRowsTotal"]
+        # uncached, every user costs two prefix scans a batch; cached, none after batch 0
+        assert operator(plain_batch)["customMetrics"]["pyrocks.round_trips"] >= 200
+        assert operator(cached_batch)["customMetrics"]["pyrocks.round_trips"] < 100
