@@ -23,6 +23,7 @@ from . import records
 from .checkpoint import Checkpoint, UploadStats
 from .errors import StateStoreError
 from .manifest import Changelog, Manifest
+from .memory import RocksMemory
 from .options import StoreOptions
 from .records import DEFAULT_CF, EXISTED, KNOWN, OP_MASK, Op
 from .snapshots import Snapshotter
@@ -58,20 +59,23 @@ class Metrics:
         self.snapshot_bytes_reused += stats.bytes_reused
 
 
-def _rocks_options(opts: StoreOptions) -> Options:
+def _rocks_options(opts: StoreOptions, memory: RocksMemory | None) -> Options:
     o = Options(raw_mode=True)
     o.create_if_missing(True)
     o.set_write_buffer_size(opts.write_buffer_mb << 20)
+    if memory is not None:
+        memory.apply(o)
     return o
 
 
 class VersionedStore:
     def __init__(self, name: str, checkpoint: Checkpoint, local_dir: Path,
-                 opts: StoreOptions, uploads: Executor) -> None:
+                 opts: StoreOptions, uploads: Executor, memory: RocksMemory | None = None) -> None:
         self.name = name
         self.checkpoint = checkpoint
         self.local_dir = local_dir
         self.opts = opts
+        self.memory = memory  # shared with the worker's other stores; None = RocksDB defaults
         self.metrics = Metrics()
         self.failures: list[str] = []  # snapshot uploads that failed since the last load
         self.snapshots = Snapshotter(checkpoint, local_dir / "scratch", uploads,
@@ -141,7 +145,7 @@ class VersionedStore:
         self.metrics.rebuilds += 1
 
     def _open_db(self, db_dir: Path) -> None:
-        options = _rocks_options(self.opts)
+        options = _rocks_options(self.opts, self.memory)
         existing = Rdict.list_cf(str(db_dir), options) if db_dir.exists() else [DEFAULT_CF]
         self.db = Rdict(str(db_dir), options,
                         column_families={cf: options for cf in existing if cf != DEFAULT_CF})
@@ -258,7 +262,8 @@ class VersionedStore:
     def _create_cf(self, cf: str) -> None:
         if cf not in self.cfs:
             assert self.db is not None
-            self.cfs[cf] = self.db.create_column_family(cf, _rocks_options(self.opts))
+            self.cfs[cf] = self.db.create_column_family(
+                cf, _rocks_options(self.opts, self.memory))
 
     def _drop_cf(self, cf: str, count_keys: bool) -> None:
         if cf in self.cfs and cf != DEFAULT_CF:

@@ -81,6 +81,9 @@ SPECS: tuple[OptionSpec, ...] = (
                "Bytes of buffered writes the shim ships in one frame."),
     OptionSpec("readCacheMB", "", _non_negative_int, "256", "an integer >= 0",
                "Executor-wide budget of the shim's exact read cache, in MiB (0 disables)."),
+    OptionSpec("memoryBoundMB", "", _non_negative_int, "512", "an integer >= 0",
+               "Executor-wide bound on RocksDB memory (block cache, index/filter blocks and "
+               "memtables of all stores), split across the workers; 0 = per-store defaults."),
     OptionSpec("localDir", "", _text, "", "a local directory",
                "Where workers keep sockets and working RocksDB copies; default: java.io.tmpdir."),
     OptionSpec("rootUrl", "root_url", _text, "", "an fsspec URL or local path",

@@ -24,6 +24,7 @@ from . import options as options_mod
 from .checkpoint import Checkpoint
 from .engine import Metrics, VersionedStore
 from .errors import ProtocolError
+from .memory import RocksMemory
 from .protocol import HEADER, I32, I64, NO_RESPONSE, U16, U32, Request, ScanMode, Status
 from .storage import Storage
 
@@ -33,10 +34,12 @@ _SEND_LIMIT = 1 << 20
 class Session:
     """The state of one connection: its store, its open iterators, a deferred write error."""
 
-    def __init__(self, conn: socket.socket, data_dir: Path, uploads: Executor) -> None:
+    def __init__(self, conn: socket.socket, data_dir: Path, uploads: Executor,
+                 memory: RocksMemory | None) -> None:
         self.conn = conn
         self.data_dir = data_dir
         self.uploads = uploads
+        self.memory = memory
         self.lock = threading.Lock()  # one request at a time, and none during final snapshots
         self.store: VersionedStore | None = None
         self.iterators: dict[int, Iterator[tuple[bytes, bytes]]] = {}
@@ -150,8 +153,8 @@ class Session:
         self.close_store()
         storage = Storage(root, opts.root_options)
         self.store = VersionedStore(
-            spec["store_name"], Checkpoint(storage, spec["store_name"]), local, opts, self.uploads
-        )
+            spec["store_name"], Checkpoint(storage, spec["store_name"]), local, opts, self.uploads,
+            self.memory)
         return _json({"pid": os.getpid(), "root": root})
 
     def close_store(self) -> None:
@@ -247,6 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--socket", required=True, type=Path)
     parser.add_argument("--data-dir", required=True, type=Path)
     parser.add_argument("--log", type=Path, help="our stderr file, removed on a clean exit")
+    parser.add_argument("--memory-bound-mb", type=int, default=0,
+                        help="RocksDB memory shared by this worker's stores (0: unbounded)")
     args = parser.parse_args(argv)
     args.data_dir.mkdir(parents=True, exist_ok=True)
 
@@ -265,6 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     server.listen(64)
     sessions: set[Session] = set()
     uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
+    memory = RocksMemory.bounded(args.memory_bound_mb)
     threading.Thread(target=_watch_parent, args=(sessions, cleanup), daemon=True).start()
     # The shim waits for this line before connecting; nothing else goes to stdout.
     print(f"READY {os.getpid()}", flush=True)
@@ -272,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     while True:
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
-        session = Session(conn, args.data_dir, uploads)
+        session = Session(conn, args.data_dir, uploads, memory)
         sessions.add(session)
         threading.Thread(target=session.serve, args=(sessions.discard,), daemon=True).start()
 

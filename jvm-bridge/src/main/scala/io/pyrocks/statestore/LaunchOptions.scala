@@ -13,10 +13,14 @@ final case class LaunchOptions(
     workers: Int,
     writeBatchBytes: Int,
     readCacheMB: Int,
+    memoryBoundMB: Int,
     localDir: String) {
   /** What the worker processes depend on: a pool is reused while these stay the same. */
-  def workerSpec: (String, Option[String], Int, String) =
-    (pythonExec, pythonPath, workers, localDir)
+  def workerSpec: (String, Option[String], Int, Int, String) =
+    (pythonExec, pythonPath, workers, memoryBoundMB, localDir)
+
+  /** Each worker's share of the executor's RocksDB memory bound (0 = unbounded). */
+  def workerMemoryMB: Int = if (memoryBoundMB == 0) 0 else math.max(1, memoryBoundMB / workers)
 }
 
 object LaunchOptions {
@@ -42,6 +46,7 @@ object LaunchOptions {
       workers = positive("workers").getOrElse(taskSlots()),
       writeBatchBytes = positive("writeBatchBytes").getOrElse(1 << 20),
       readCacheMB = nonNegative("readCacheMB").getOrElse(256),
+      memoryBoundMB = nonNegative("memoryBoundMB").getOrElse(512),
       localDir = text("localDir").getOrElse(System.getProperty("java.io.tmpdir")))
   }
 

@@ -107,7 +107,7 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, index: Int, opts: Laun
     Files.deleteIfExists(socketPath)
     val builder = new ProcessBuilder(opts.pythonExec, "-m", "state_store.worker",
       "--socket", socketPath.toString, "--data-dir", dataDir.toString,
-      "--log", stderrLog.toString)
+      "--log", stderrLog.toString, "--memory-bound-mb", opts.workerMemoryMB.toString)
     opts.pythonPath.foreach { p =>
       val env = builder.environment()
       env.put("PYTHONPATH", (p +: Option(env.get("PYTHONPATH")).toSeq).mkString(File.pathSeparator))

@@ -1,0 +1,51 @@
+"""How a worker's stores share RocksDB memory.
+
+Every store of a worker process uses one block cache and one write-buffer manager, so a
+worker holding a hundred stores costs one bounded total instead of a hundred per-store
+defaults (an 8 MiB cache and up to two 16 MiB memtables each). The bound, the executor's
+`memoryBoundMB` split evenly across its workers by the shim, covers:
+  - data blocks read from SST files (the block cache itself);
+  - index and filter blocks, charged to the cache instead of living beside it;
+  - memtables, charged to the cache by the write-buffer manager, which flushes a store's
+    memtable early once all memtables together pass `WRITE_BUFFER_SHARE` of the bound.
+RocksDB enforces it softly: a write is never refused or stalled, it only flushes sooner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocksdict import BlockBasedOptions, Cache, Options, WriteBufferManager
+
+WRITE_BUFFER_SHARE = 0.5  # of the bound, for memtables; the rest caches blocks
+
+
+@dataclass(frozen=True)
+class RocksMemory:
+    bound_bytes: int
+    cache: Cache
+    write_buffers: WriteBufferManager
+
+    @classmethod
+    def bounded(cls, bound_mb: int) -> RocksMemory | None:
+        """A shared budget of `bound_mb` MiB; None (each store on RocksDB's defaults) for 0."""
+        if bound_mb <= 0:
+            return None
+        bound = bound_mb << 20
+        cache = Cache(bound)
+        buffers = WriteBufferManager.new_write_buffer_manager_with_cache(
+            int(bound * WRITE_BUFFER_SHARE), False, cache)
+        return cls(bound, cache, buffers)
+
+    def apply(self, options: Options) -> None:
+        options.set_write_buffer_manager(self.write_buffers)
+        table = BlockBasedOptions()
+        table.set_block_cache(self.cache)
+        table.set_cache_index_and_filter_blocks(True)
+        # L0 files are read by every lookup: keep their index and filter from being evicted
+        table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+        options.set_block_based_table_factory(table)
+
+    def usage_bytes(self) -> int:
+        """What the shared cache holds now, memtable reservations included."""
+        return self.cache.get_usage()

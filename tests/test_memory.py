@@ -1,0 +1,98 @@
+"""One worker's stores share a bounded RocksDB memory budget (state_store/memory.py)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from pyrocks_support import worker_pids
+from state_store import records
+from state_store.checkpoint import Checkpoint
+from state_store.engine import VersionedStore
+from state_store.memory import RocksMemory
+from state_store.options import PREFIX, StoreOptions
+from state_store.records import Op
+from state_store.storage import Storage
+
+STORES = 12
+BYTES_PER_STORE = 3 << 20  # fits one store's 16 MiB memtable: alone, nothing would flush
+
+
+def fill_stores(tmp: Path, memory: RocksMemory | None) -> list[VersionedStore]:
+    stores = []
+    uploads = ThreadPoolExecutor(1)
+    for i in range(STORES):
+        name = f"store-{i}"
+        store = VersionedStore(name, Checkpoint(Storage(str(tmp / "root" / name)), name),
+                               tmp / "local" / name, StoreOptions(), uploads, memory)
+        store.load(0)
+        value = bytes(1000)
+        batch = b"".join(records.encode(Op.PUT, "default", b"key-%08d" % k, value)
+                         for k in range(BYTES_PER_STORE // 1000))
+        store.write(batch)
+        assert store.commit(1)["published"]
+        stores.append(store)
+    return stores
+
+
+def memtable_bytes(stores: list[VersionedStore]) -> int:
+    return sum(s.db.property_int_value("rocksdb.cur-size-all-mem-tables") for s in stores)
+
+
+def test_stores_together_stay_within_the_bound(tmp_path: Path) -> None:
+    memory = RocksMemory.bounded(16)
+    assert memory is not None
+    bounded = fill_stores(tmp_path / "bounded", memory)
+    unbounded = fill_stores(tmp_path / "unbounded", None)
+    try:
+        # unbounded, every store keeps its whole batch in its memtable
+        assert memtable_bytes(unbounded) >= STORES * BYTES_PER_STORE
+        # bounded, the write-buffer manager flushed early (a soft bound: memtables being
+        # flushed still count, hence the slack); unbounded they hold 4x the bound
+        assert memtable_bytes(bounded) <= 1.25 * memory.bound_bytes
+        assert memory.usage_bytes() <= 1.25 * memory.bound_bytes
+        for store in bounded:  # and nothing was lost by flushing
+            assert store.get("default", b"key-%08d" % 0) == bytes(1000)
+            assert sum(1 for _ in store.scan("default", None, None, None)) == 3145
+    finally:
+        for store in bounded + unbounded:
+            store.close()
+
+
+def test_zero_means_unbounded() -> None:
+    assert RocksMemory.bounded(0) is None
+
+
+def worker_bounds(local_dir: Path) -> list[int]:
+    bounds = []
+    for pid in worker_pids(local_dir):
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        bounds.append(int(argv[argv.index("--memory-bound-mb") + 1]))
+    return bounds
+
+
+def run_count(spark: SparkSession, work: Path) -> None:
+    (work / "in").mkdir(parents=True)
+    (work / "in" / "0.json").write_text("\n".join(f'{{"k": {i}}}' for i in range(50)))
+    query = (spark.readStream.schema("k long").json(str(work / "in")).groupBy("k").count()
+             .writeStream.outputMode("update").format("noop")
+             .option("checkpointLocation", str(work / "ckpt")).start())
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+
+
+def test_executor_bound_is_split_across_workers(pyrocks_spark: SparkSession,
+                                                tmp_path: Path) -> None:
+    local_dir = Path(pyrocks_spark.conf.get(PREFIX + "localDir"))
+    run_count(pyrocks_spark, tmp_path / "default")
+    assert worker_bounds(local_dir) == [256, 256]  # 512 MiB over local[2]'s two workers
+    pyrocks_spark.conf.set(PREFIX + "memoryBoundMB", "100")
+    try:
+        run_count(pyrocks_spark, tmp_path / "bounded")  # a new bound starts new workers
+        assert worker_bounds(local_dir) == [50, 50]
+    finally:
+        pyrocks_spark.conf.unset(PREFIX + "memoryBoundMB")
