@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from benchmarks import report
 from benchmarks.macro import (
     OURS,
     PROVIDERS,
@@ -192,3 +193,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def targets(payload: dict[str, Any]) -> list[report.Target]:
+    """At the largest state: our median commit time vs Spark RocksDB with changelog (<= 1.0);
+    the note gives each provider's growth from the smallest state to the largest."""
+    results = [r for r in payload["results"] if r["error"] is None and r["median_commit_ms"]]
+    if not results:
+        return []
+    largest = max(r["keys"] for r in results)
+    at_largest = {r["provider"]: r["median_commit_ms"] for r in results if r["keys"] == largest}
+    ours = at_largest.get(OURS)
+    value = report.ratio(ours, at_largest.get(report.SPARK_ROCKSDB_CHANGELOG))
+    growth = []
+    for provider in dict.fromkeys(r["provider"] for r in results):
+        rows = sorted((r for r in results if r["provider"] == provider), key=lambda r: r["keys"])
+        if len(rows) >= 2:
+            growth.append(f"{provider} "
+                          f"{rows[-1]['median_commit_ms'] / rows[0]['median_commit_ms']:.2f}")
+    return [report.Target(
+        benchmark="commit_scaling",
+        name=f"commit time at {largest:,} keys ({payload['changes']:,} changes/batch)",
+        unit="ms", ours=ours, compared_to=report.SPARK_ROCKSDB_CHANGELOG, ratio=value,
+        goal=1.0,
+        baselines={k: v for k, v in at_largest.items() if k != OURS},
+        note="commit growth largest/smallest state: " + ", ".join(growth))]

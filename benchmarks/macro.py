@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks import report
 from state_store.spark import PROVIDER_CLASS, configure
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -505,3 +506,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# -------------------------------------------------------------------------------- targets
+
+
+def targets(payload: dict[str, Any]) -> list[report.Target]:
+    """Per workload: median batch time vs Spark RocksDB (<= 1.0); and median commit time vs
+    Spark RocksDB with changelog checkpointing (<= 1.0)."""
+    found = []
+    for workload in dict.fromkeys(r["workload"] for r in payload["results"]):
+        runs = {r["provider"]: r for r in payload["results"]
+                if r["workload"] == workload and r["error"] is None}
+        ours = runs.get(OURS)
+        if ours is None:
+            continue
+        for metric, what, baseline in (
+                ("median_batch_ms", "median batch time", report.SPARK_ROCKSDB),
+                ("median_commit_ms", "median commit time", report.SPARK_ROCKSDB_CHANGELOG)):
+            theirs = runs.get(baseline, {}).get(metric)
+            value = report.ratio(ours[metric], theirs)
+            found.append(report.Target(
+                benchmark="macro", name=f"{workload}: {what}",
+                unit="ms", ours=ours[metric], compared_to=baseline, ratio=value,
+                goal=1.0,
+                baselines={name: r[metric] for name, r in runs.items() if name != OURS}))
+    return found

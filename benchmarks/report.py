@@ -8,7 +8,7 @@ target table. `python -m benchmarks` (see `__main__.py`) runs them all and rende
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,8 @@ SPARK_HDFS = "spark-hdfs"
 class Target:
     """One row of the target table: our figure, the baselines' figures, and the verdict.
 
-    `ratio` is ours / `compared_to` for times and memory (lower is better) and the
-    quotient the target names otherwise (e.g. 2-slot over 1-slot throughput).
+    `ratio` is ours / `compared_to` for times and memory, where lower is better and the goal
+    is a ceiling; with `higher_is_better` (e.g. 2-slot over 1-slot throughput) it is a floor.
     """
 
     benchmark: str
@@ -34,20 +34,29 @@ class Target:
     ours: float | None
     compared_to: str
     ratio: float | None
-    target: str
-    met: bool | None
+    goal: float
+    higher_is_better: bool = False
     baselines: dict[str, float | None] = field(default_factory=dict)
     note: str = ""
+
+    @property
+    def met(self) -> bool | None:
+        if self.ratio is None:
+            return None
+        return self.ratio >= self.goal if self.higher_is_better else self.ratio <= self.goal
+
+    @property
+    def goal_text(self) -> str:
+        return f"{'>=' if self.higher_is_better else '<='} {self.goal:g}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "met": self.met, "goal_text": self.goal_text}
 
 
 def ratio(ours: float | None, theirs: float | None) -> float | None:
     if ours is None or theirs is None or theirs <= 0:
         return None
     return round(ours / theirs, 3)
-
-
-def at_most(value: float | None, bound: float) -> bool | None:
-    return None if value is None else value <= bound
 
 
 def load(name: str) -> dict[str, Any] | None:
