@@ -77,7 +77,7 @@ SPECS: tuple[OptionSpec, ...] = (
                "Prepended to the workers' PYTHONPATH; spark_conf() sets it to this package."),
     OptionSpec("workers", "", _positive_int, "", "an integer >= 1",
                "Worker processes per executor JVM; default: the executor's task slots."),
-    OptionSpec("writeBatchBytes", "", _positive_int, "1048576", "an integer >= 1",
+    OptionSpec("writeBatchBytes", "", _positive_int, "262144", "an integer >= 1",
                "Bytes of buffered writes the shim ships in one frame."),
     OptionSpec("readCacheMB", "", _non_negative_int, "256", "an integer >= 0",
                "Executor-wide budget of the shim's exact read cache, in MiB (0 disables)."),

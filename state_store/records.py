@@ -20,6 +20,7 @@ from .errors import ProtocolError
 DEFAULT_CF = "default"
 
 _HEAD = struct.Struct(">BH")
+_HEAD_AND_KEY_LEN = struct.Struct(">BHI")  # a record with the default column family starts so
 OP_MASK = 0x3F
 KNOWN = 0x80
 EXISTED = 0x40
@@ -48,29 +49,33 @@ def encode(op: Op | int, cf: str, key: bytes = b"", value: bytes = b"") -> bytes
 
 def decode(buf: bytes | memoryview) -> Iterator[tuple[int, str, bytes, bytes]]:
     """Yields (op byte with its flags, cf, key, value) of a WRITES payload or changelog
-    body; raises on truncation or an unknown operation. Plain tuples: this is the hot path."""
-    view = memoryview(buf)
-    pos, end = 0, len(view)
-    cf_names: dict[bytes, str] = {b"": DEFAULT_CF}
+    body; raises on truncation or an unknown operation. This is the worker's hot path, so
+    it reads the head and the key length in one unpack when the column family is the
+    default (its name is empty), slices bytes directly, and yields plain tuples."""
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    pos, end = 0, len(data)
+    cf_names: dict[bytes, str] = {}
+    head, length = _HEAD_AND_KEY_LEN.unpack_from, _LEN.unpack_from
     try:
         while pos < end:
-            op, cf_len = _HEAD.unpack_from(view, pos)
-            pos += 3
-            cf_raw = bytes(view[pos:pos + cf_len])
-            pos += cf_len
-            (key_len,) = _LEN.unpack_from(view, pos)
-            pos += 4
-            key = bytes(view[pos:pos + key_len])
+            op, cf_len, key_len = head(data, pos)
+            if cf_len:
+                cf_raw = data[pos + 3:pos + 3 + cf_len]
+                (key_len,) = length(data, pos + 3 + cf_len)
+                cf = cf_names.get(cf_raw) or cf_names.setdefault(cf_raw, cf_raw.decode())
+            else:
+                cf = DEFAULT_CF
+            pos += 7 + cf_len
+            key = data[pos:pos + key_len]
             pos += key_len
-            (value_len,) = _LEN.unpack_from(view, pos)
+            (value_len,) = length(data, pos)
             pos += 4
-            value = bytes(view[pos:pos + value_len])
+            value = data[pos:pos + value_len]
             pos += value_len
             if pos > end:
                 raise ProtocolError(f"write record truncated at byte {pos} of {end}")
             if op & OP_MASK not in _OPS:
                 raise ProtocolError(f"unknown write operation {op & OP_MASK} at byte {pos}")
-            cf = cf_names.get(cf_raw) or cf_names.setdefault(cf_raw, cf_raw.decode())
             yield op, cf, key, value
     except (struct.error, ValueError) as e:
         raise ProtocolError(f"malformed write record at byte {pos} of {end}: {e}") from e

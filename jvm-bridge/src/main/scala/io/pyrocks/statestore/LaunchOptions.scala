@@ -44,7 +44,7 @@ object LaunchOptions {
         .getOrElse("python3"),
       pythonPath = text("pythonPath"),
       workers = positive("workers").getOrElse(taskSlots()),
-      writeBatchBytes = positive("writeBatchBytes").getOrElse(1 << 20),
+      writeBatchBytes = positive("writeBatchBytes").getOrElse(256 << 10),
       readCacheMB = nonNegative("readCacheMB").getOrElse(256),
       memoryBoundMB = nonNegative("memoryBoundMB").getOrElse(512),
       localDir = text("localDir").getOrElse(System.getProperty("java.io.tmpdir")))
