@@ -42,10 +42,10 @@ from benchmarks.macro import (
     batch_metrics,
     start_aggregation,
 )
+from benchmarks.procfs import WORKER_MODULE, rss_mb, workers_of
 from state_store.spark import PROVIDER_CLASS, configure
 
 RESULTS_JSON = report.RESULTS_DIR / "memory.json"
-WORKER_MODULE = "state_store.worker"
 ROCKSDB_CONF = "spark.sql.streaming.stateStore.rocksdb."
 POOL_CONF = "spark.sql.streaming.stateStore.pyrocks."
 BOUND_MB = 512
@@ -88,35 +88,6 @@ class RunResult:
 # ------------------------------------------------------------------------------- /proc
 
 
-def rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
-def is_worker(pid: int) -> bool:
-    try:
-        return WORKER_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-
-
 class RssSampler:
     """Samples the JVM's RSS and its workers' total RSS until stopped; keeps the peaks."""
 
@@ -138,7 +109,7 @@ class RssSampler:
     def _run(self) -> None:
         while not self._stop.wait(0.2):
             jvm = rss_mb(self.jvm_pid)
-            workers = [p for p in children(self.jvm_pid) if is_worker(p)]
+            workers = workers_of(self.jvm_pid)
             in_workers = sum(rss_mb(p) for p in workers)
             self.workers = max(self.workers, len(workers))
             self.last_total = jvm + in_workers

@@ -52,10 +52,10 @@ def source_hash(files: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-def jar_path(source_dir: Path = SOURCE_DIR) -> Path:
-    """The shim jar for these sources and this pyspark, building it if it is not cached."""
+def jar_path(source_dir: Path = SOURCE_DIR, name: str = "pyrocks-shim") -> Path:
+    """The jar of `source_dir` (the shim by default) for this pyspark, built if not cached."""
     files = sources(source_dir)
-    target = cache_dir() / f"pyrocks-shim-{pyspark.__version__}-{source_hash(files)}.jar"
+    target = cache_dir() / f"{name}-{pyspark.__version__}-{source_hash(files)}.jar"
     if not target.exists():
         build(files, target)
     return target

@@ -1,0 +1,51 @@
+"""What /proc says about the benchmark's processes: the JVM, its workers, their RSS and CPU."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+WORKER_MODULE = "state_store.worker"
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def is_worker(pid: int) -> bool:
+    try:
+        return WORKER_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def workers_of(jvm_pid: int) -> list[int]:
+    return [p for p in children(jvm_pid) if is_worker(p)]
