@@ -150,3 +150,35 @@ def test_prefix_scans_are_answered_in_the_jvm(pyrocks_spark: SparkSession,
         # uncached, every user costs two prefix scans a batch; cached, none after batch 0
         assert operator(plain_batch)["customMetrics"]["pyrocks.round_trips"] >= 200
         assert operator(cached_batch)["customMetrics"]["pyrocks.round_trips"] < 100
+
+
+def test_an_idle_query_does_not_starve_a_running_one(pyrocks_spark: SparkSession,
+                                                     tmp_path: Path) -> None:
+    """Two queries share a 1 MiB budget. The first fills most of it and then idles; the
+    second must take that memory back (least recently used first) rather than start its
+    own cache over and over: its repeated ids are then answered in the JVM."""
+    pyrocks_spark.conf.set(PREFIX + "readCacheMB", "1")
+    idle_source, busy_source = tmp_path / "idle-in", tmp_path / "busy-in"
+    idle_source.mkdir()
+    busy_source.mkdir()
+    stream = pyrocks_spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
+    queries = [(stream.json(str(src)).dropDuplicates(["id"]).writeStream.format("noop")
+                .option("checkpointLocation", str(tmp_path / f"ckpt-{src.name}")).start())
+               for src in (idle_source, busy_source)]
+    idle, busy = queries
+    try:
+        write_ids(idle_source, 0, range(0, 6000))
+        idle.processAllAvailable()
+        busy_batches = [range(100_000, 106_000), range(100_000, 106_000)]
+        progress = []
+        for batch, ids in enumerate(busy_batches):
+            write_ids(busy_source, batch, ids)
+            busy.processAllAvailable()
+            progress.append(busy.lastProgress)
+    finally:
+        for query in queries:
+            query.stop()
+        pyrocks_spark.conf.unset(PREFIX + "readCacheMB")
+    repeat = operator(progress[1])
+    assert repeat["numRowsUpdated"] == 0  # every id of the second batch is a duplicate
+    assert repeat["customMetrics"]["pyrocks.round_trips"] < 600  # not one per id (6,000)

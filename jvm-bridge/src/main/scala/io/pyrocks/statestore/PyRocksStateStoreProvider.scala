@@ -320,6 +320,7 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
    * logged, and never masks an error the task already reported.
    */
   override def close(): Unit = synchronized {
+    cache.close()
     if (connection != null) {
       if (!connection.isBroken) {
         try {

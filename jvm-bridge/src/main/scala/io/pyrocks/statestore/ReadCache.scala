@@ -26,9 +26,15 @@ import java.util.concurrent.atomic.AtomicLong
  *    (`epoch` unchanged, checked in `learnListing`), and every later write of a key under the
  *    prefix updates it (`remember`) or drops it (`forget`); anything that drops point
  *    entries drops listings too.
- * Memory: all caches of a JVM share one budget; a cache that would exceed it starts over.
+ * Memory: all caches of a JVM share one budget. A cache that would exceed it first takes
+ * memory back from the least recently used caches that no task is using (`CacheBudget.
+ * reclaim`: a finished or idle query must not starve a running one), and only if that is
+ * not enough starts over itself. Taking memory back is `clear`, which only forgets: it
+ * happens under this cache's own lock, so it never races a lookup or a write.
  */
 final class ReadCache(budget: CacheBudget) {
+  private val lock = new java.util.concurrent.locks.ReentrantLock()
+  @volatile private var lastUsedNanos = System.nanoTime()
   private val entries = new java.util.HashMap[ByteBuffer, Array[Byte]]()
   private val listings = new java.util.HashMap[ByteBuffer, ReadCache.Listing]()
   private var writesSeen = 0L
@@ -39,20 +45,21 @@ final class ReadCache(budget: CacheBudget) {
   private val enabled = budget.limitBytes > 0 // readCacheMB=0: every get asks the worker
 
   /** Some(Some(value)) or Some(None) if known (absent = None); None if the worker must say. */
-  def lookup(cf: String, key: Array[Byte]): Option[Option[Array[Byte]]] = if (!enabled) None else {
-    val k = cacheKey(cf, key)
-    if (entries.containsKey(k)) Some(Option(entries.get(k)))
-    else if (complete || filter.exists(f => !f.mightContain(k.array()))) Some(None)
-    else None
-  }
+  def lookup(cf: String, key: Array[Byte]): Option[Option[Array[Byte]]] =
+    if (!enabled) None else guarded {
+      val k = cacheKey(cf, key)
+      if (entries.containsKey(k)) Some(Option(entries.get(k)))
+      else if (complete || filter.exists(f => !f.mightContain(k.array()))) Some(None)
+      else None
+    }
 
   /** Changes whenever something this cache knows may have changed: a scan that started at
    * one epoch and ended at the same one saw the store as it still is. */
-  def epoch: Long = writesSeen
+  def epoch: Long = guarded(writesSeen)
 
   /** Every (key, value) under `prefix`, in scan order, if known without asking the worker. */
   def listing(cf: String, prefix: Array[Byte]): Option[Array[(Array[Byte], Array[Byte])]] =
-    if (!enabled) None else {
+    if (!enabled) None else guarded {
       val p = cacheKey(cf, prefix)
       val known = listings.get(p)
       if (known != null) Some(known.pairs)
@@ -64,33 +71,33 @@ final class ReadCache(budget: CacheBudget) {
 
   /** A scan of `prefix` that began at `startEpoch` returned `pairs` and reached its end. */
   def learnListing(cf: String, prefix: Array[Byte], pairs: Seq[(Array[Byte], Array[Byte])],
-      startEpoch: Long): Unit = if (enabled && startEpoch == writesSeen) {
+      startEpoch: Long): Unit = if (enabled) guarded { if (startEpoch == writesSeen) {
     val listing = new ReadCache.Listing
     pairs.foreach { case (k, v) => listing.put(k, v) }
     adopt(cacheKey(cf, prefix), listing)
-  }
+  }}
 
   /** The worker's answer for `key` is now `value` (null = absent); `prefix` is the key's
    * scan prefix in a prefix-scan column family. */
   def remember(cf: String, key: Array[Byte], value: Array[Byte],
-      prefix: Option[Array[Byte]] = None): Unit = if (enabled) {
+      prefix: Option[Array[Byte]] = None): Unit = if (enabled) guarded {
     writesSeen += 1
     val k = cacheKey(cf, key)
     if (value != null) noteWritten(k, cf, prefix)
     prefix.foreach(p => updateListing(cacheKey(cf, p), key, value))
     drop(k)
     val size = entrySize(k, value)
-    if (budget.reserve(size)) {
+    if (reserve(size)) {
       entries.put(k, value)
       bytes += size
     } else {
-      clear() // over budget: start over, knowing nothing
+      clear() // over budget even after reclaiming: start over, knowing nothing
     }
   }
 
   /** The answer for `key` is no longer known here. */
   def forget(cf: String, key: Array[Byte], prefix: Option[Array[Byte]] = None): Unit =
-    if (enabled) {
+    if (enabled) guarded {
       writesSeen += 1
       val k = cacheKey(cf, key)
       noteWritten(k, cf, prefix) // a merge may create the key
@@ -108,7 +115,7 @@ final class ReadCache(budget: CacheBudget) {
   private def adopt(p: ByteBuffer, listing: ReadCache.Listing): Unit = {
     dropListing(p)
     val size = p.capacity() + listing.bytes
-    if (budget.reserve(size)) {
+    if (reserve(size)) {
       listings.put(p, listing)
       bytes += size
     } else {
@@ -121,10 +128,13 @@ final class ReadCache(budget: CacheBudget) {
     if (listing != null) {
       val grown = listing.put(key, value)
       if (grown <= 0) release(-grown)
-      else if (budget.reserve(grown)) bytes += grown
+      else if (reserve(grown)) bytes += grown
       else clear()
     }
   }
+
+  private def reserve(n: Long): Boolean =
+    budget.reserve(n) || (budget.reclaim(n, this) && budget.reserve(n))
 
   private def dropListing(p: ByteBuffer): Unit = {
     val listing = listings.remove(p)
@@ -132,7 +142,7 @@ final class ReadCache(budget: CacheBudget) {
   }
 
   /** The store was loaded at `loaded`; `unchanged` = the worker's working copy was kept. */
-  def loaded(loaded: Long, unchanged: Boolean): Unit = {
+  def loaded(loaded: Long, unchanged: Boolean): Unit = guarded {
     if (!(unchanged && loaded == version)) {
       clear()
       // Version 0 is the empty store: every key is known absent. Any other version was
@@ -143,16 +153,39 @@ final class ReadCache(budget: CacheBudget) {
     version = loaded
   }
 
-  def committed(newVersion: Long): Unit = version = newVersion
+  def committed(newVersion: Long): Unit = guarded { version = newVersion }
 
   /** JVM memory this cache holds: its entries and its key filter. */
-  def memoryBytes: Long = bytes + filter.map(_.bytes).getOrElse(0L)
+  def memoryBytes: Long = guarded(bytes + filter.map(_.bytes).getOrElse(0L))
 
-  def invalidate(): Unit = {
+  def invalidate(): Unit = guarded {
     clear()
     filter = None
     version = -1
   }
+
+  /** The provider is gone: its memory goes back to the budget for good. */
+  def close(): Unit = {
+    invalidate()
+    budget.deregister(this)
+  }
+
+  private[statestore] def lastUsed: Long = lastUsedNanos
+
+  /** Gives all entries back if no task is using this cache right now; never waits. */
+  private[statestore] def releaseIfIdle(): Unit = if (lock.tryLock()) {
+    try clear() finally lock.unlock()
+  }
+
+  private def guarded[T](f: => T): T = {
+    lock.lock()
+    try {
+      lastUsedNanos = System.nanoTime()
+      f
+    } finally lock.unlock()
+  }
+
+  budget.register(this)
 
   private def drop(k: ByteBuffer): Unit = if (entries.containsKey(k)) {
     release(entrySize(k, entries.remove(k)))
@@ -219,6 +252,7 @@ object ReadCache {
 /** The memory all read caches of this JVM may use together (`readCacheMB`). */
 final class CacheBudget(val limitBytes: Long) {
   private val used = new AtomicLong(0)
+  private val caches = java.util.concurrent.ConcurrentHashMap.newKeySet[ReadCache]()
 
   def reserve(n: Long): Boolean =
     if (used.addAndGet(n) <= limitBytes) true else { used.addAndGet(-n); false }
@@ -226,6 +260,22 @@ final class CacheBudget(val limitBytes: Long) {
   def release(n: Long): Unit = used.addAndGet(-n)
 
   def usedBytes: Long = used.get()
+
+  def register(cache: ReadCache): Unit = caches.add(cache)
+
+  def deregister(cache: ReadCache): Unit = caches.remove(cache)
+
+  /**
+   * Empties the least recently used idle caches other than `requester` until `n` bytes fit
+   * with an eighth of the budget to spare (so that this runs once in a while, not on every
+   * entry); true if `n` bytes now fit.
+   */
+  def reclaim(n: Long, requester: ReadCache): Boolean = {
+    val goal = limitBytes - n - limitBytes / 8
+    val byAge = caches.toArray(Array.empty[ReadCache]).filter(_ ne requester).sortBy(_.lastUsed)
+    byAge.iterator.takeWhile(_ => used.get() > goal).foreach(_.releaseIfIdle())
+    used.get() + n <= limitBytes
+  }
 }
 
 object CacheBudget {
