@@ -1,19 +1,26 @@
-"""State operations through the StateStore API, beside Spark's providers in one JVM.
+"""Micro benchmark: state operations through the StateStore API, beside Spark's providers.
 
-    python -m benchmarks.micro            # 200,000 keys per phase, 3 repeats
-    python -m benchmarks.micro --quick    # 20,000 keys, 2 repeats
+    python -m benchmarks.micro            # 200,000 keys, 3 repeats, ~4 min on 2 cores
+    python -m benchmarks.micro --quick    # 20,000 keys, 1 repeat, ~30 s
 
-A Scala driver (`benchmarks/jvm/`, compiled like the shim, put on the driver classpath)
-creates each provider as Spark would, in the driver JVM of a local[2] session, and times
-per phase: put of new keys, get (hits, then misses), put of updates, a full iteration,
-remove, and each commit. Ours runs twice: as configured by default (its read cache on) and
-with `readCacheMB=0`, so the cost of a round trip per get is visible too.
+A Scala driver (`benchmarks/jvm/`, compiled like the shim and added to `spark.jars`) makes
+each provider with `StateStoreProvider.createAndInit` in the driver JVM of one local[2]
+session, with a `StateStoreConf` from the session's SQL conf, and times on one store:
 
-Concurrency: the same put + get + update mix on 1 store by 1 thread, then on 2 stores by 2
-threads (as 2 task slots would), as throughput; the ratio 2 threads / 1 thread.
+- version 0: put N new keys, commit;
+- version 1: get N existing keys (hits), get N absent keys (misses), put N updates, commit;
+- version 2: iterate all rows, remove N/2 keys, commit.
 
-Times are medians over `--repeats` (each repeat a fresh store) in ns per row. Results: a
-table on stdout and `benchmarks/results/micro.json`. Nothing asserts on timing.
+Ours runs twice: as configured by default (the shim's read cache on) and with
+`readCacheMB=0` ("pyrocks-nocache"), where every get is a round trip to the worker.
+
+Concurrency: the mix of a streaming aggregation (insert N keys, commit, get and update each,
+commit) by 1 thread on 1 store, then by 2 threads on 2 stores (partitions 0 and 1, as two
+task slots would; ours puts them in different workers), as aggregate rows per second, with
+the cores our processes and the whole machine kept busy meanwhile (from /proc).
+
+Medians over `--repeats`, each on a fresh store, after one untimed warm-up per provider.
+Results: tables on stdout and `benchmarks/results/micro.json`. Nothing asserts on timing.
 """
 
 from __future__ import annotations
@@ -25,208 +32,394 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmarks import procfs, report
-from benchmarks.macro import SPARK_HDFS, SPARK_ROCKSDB
+from benchmarks import report
+from benchmarks.macro import CHANGELOG_KEY, SPARK_HDFS, SPARK_ROCKSDB, first_line, split
 from state_store import bridge
 from state_store.options import PREFIX
 from state_store.spark import PROVIDER_CLASS, configure, spark_conf
 
 RESULTS_JSON = report.RESULTS_DIR / "micro.json"
 BENCH_SOURCES = Path(__file__).resolve().parent / "jvm"
-STATE_STORE_CONF = "spark.sql.streaming.stateStore."
-PHASES = ("put_insert", "get_hit", "get_miss", "put_update", "iterate", "remove")
+BENCH_CLASS = "io.pyrocks.bench.StateOpsBenchmark"
+OURS = "pyrocks"
+OURS_NOCACHE = "pyrocks-nocache"
+# Timed steps of the Scala driver's `phases`, and the rows each one handles (n = keys).
+ROW_PHASES: dict[str, Callable[[int], int]] = {
+    "put_insert": lambda n: n, "get_hit": lambda n: n, "get_miss": lambda n: n,
+    "put_update": lambda n: n, "iterate": lambda n: n, "remove": lambda n: n // 2,
+}
 COMMITS = ("commit_insert", "commit_update", "commit_remove")
+LOADS = ("load_v1", "load_v2")
 
 
 @dataclass(frozen=True)
-class Variant:
+class Provider:
     name: str
     class_name: str
-    confs: dict[str, str] = field(default_factory=dict)
+    confs: dict[str, str] = field(default_factory=dict)  # set on the session while it runs
 
 
-def variants(local_dir: Path) -> tuple[Variant, ...]:
-    ours = {k: v for k, v in spark_conf(localDir=str(local_dir)).items() if k.startswith(PREFIX)}
-    return (
-        Variant("pyrocks", PROVIDER_CLASS, ours),
-        Variant("pyrocks-nocache", PROVIDER_CLASS, {**ours, PREFIX + "readCacheMB": "0"}),
-        Variant(report.SPARK_ROCKSDB, SPARK_ROCKSDB),
-        Variant(report.SPARK_ROCKSDB_CHANGELOG, SPARK_ROCKSDB,
-                {STATE_STORE_CONF + "rocksdb.changelogCheckpointing.enabled": "true"}),
-        Variant(report.SPARK_HDFS, SPARK_HDFS),
-    )
+PROVIDERS: tuple[Provider, ...] = (
+    Provider(OURS, PROVIDER_CLASS),
+    Provider(OURS_NOCACHE, PROVIDER_CLASS, {PREFIX + "readCacheMB": "0"}),
+    Provider(report.SPARK_ROCKSDB, SPARK_ROCKSDB, {CHANGELOG_KEY: "false"}),
+    Provider(report.SPARK_ROCKSDB_CHANGELOG, SPARK_ROCKSDB, {CHANGELOG_KEY: "true"}),
+    Provider(report.SPARK_HDFS, SPARK_HDFS),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    keys: int
+    repeats: int
+    warmup_keys: int
+    providers: tuple[str, ...]
 
 
 @dataclass
-class VariantResult:
-    variant: str
-    ns_per_row: dict[str, float] = field(default_factory=dict)  # median over repeats
-    get_put_ns: float | None = None  # get (hit) + put (update), per row
-    one_thread_rows_per_s: float | None = None
-    two_threads_rows_per_s: float | None = None
-    scaling: float | None = None  # two threads / one thread
-    one_thread_cores: float | None = None  # CPU used (JVM + workers) / wall time
-    two_threads_cores: float | None = None
+class Concurrency:
+    """The aggregation mix by 1 thread on 1 store vs 2 threads on 2 stores."""
+
+    one_thread_rows_per_s: float
+    two_threads_rows_per_s: float
+    ratio: float  # two threads / one thread
+    # Rows per CPU-second, 2 threads over 1: whether the work scales apart from core count
+    # (None where /proc gave no CPU times).
+    ratio_per_core: float | None
+    cores_one: float  # CPU of the JVM (all threads) and our workers / wall time
+    cores_two: float
+    host_cores_one: float  # CPU of every process on the machine / wall time
+    host_cores_two: float
+
+
+@dataclass
+class ProviderResult:
+    provider: str
+    class_name: str
+    confs: dict[str, str]
+    ns_per_row: dict[str, float] = field(default_factory=dict)
+    get_put_ns: float | None = None  # get (hit) + put (update) of one row
+    # Ours ships writes without waiting, so part of a put's cost lands in the next commit:
+    # this adds the update commit, spread over the rows, for a like-for-like figure.
+    get_put_commit_ns: float | None = None
+    commit_ms: dict[str, float] = field(default_factory=dict)
+    load_ms: dict[str, float] = field(default_factory=dict)
+    # Where a row's time goes: CPU ns per row of the JVM (all threads) and of our workers.
+    cpu_ns_per_row: dict[str, dict[str, float]] = field(default_factory=dict)
+    concurrency: Concurrency | None = None
+    raw_phases: list[dict[str, Any]] = field(default_factory=list)
+    raw_throughput: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
 
-# --------------------------------------------------------------------------------- runs
+# ---------------------------------------------------------------------------- session
 
 
 def build_session(local_dir: Path) -> Any:
+    """local[2] with our provider's settings, plus the benchmark jar beside the shim's."""
     from pyspark.sql import SparkSession
 
-    bench_jar = bridge.jar_path(BENCH_SOURCES, name="pyrocks-bench")
-    builder = configure(SparkSession.builder, localDir=str(local_dir))
-    shim_jar = str(bridge.jar_path())
-    builder = (builder.master("local[2]").appName("pyrocks-micro")
+    bench_jar = str(bridge.jar_path(BENCH_SOURCES, name="pyrocks-bench"))
+    shim_jars = spark_conf(localDir=str(local_dir))["spark.jars"]  # what configure sets
+    builder = (SparkSession.builder.master("local[2]").appName("pyrocks-micro-benchmark")
                .config("spark.ui.enabled", "false")
-               .config("spark.driver.memory", "4g")
-               .config("spark.driver.extraClassPath", f"{shim_jar}{os.pathsep}{bench_jar}"))
-    spark = builder.getOrCreate()
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.memory", "4g"))
+    builder = configure(builder, localDir=str(local_dir))
+    spark = builder.config("spark.jars", f"{shim_jars},{bench_jar}").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
-def measure(driver: Any, jvm_pid: int, variant: Variant, keys: int, repeats: int,
-            work: Path) -> VariantResult:
-    result = VariantResult(variant.name)
-    confs = {STATE_STORE_CONF + "commitValidation.enabled": "false", **variant.confs}
+def bench_driver(spark: Any) -> Any:
+    """The Scala object, through py4j; fails clearly if the jar did not reach the JVM."""
+    jvm = spark.sparkContext._jvm
+    jvm.java.lang.Class.forName(BENCH_CLASS, True,
+                                jvm.java.lang.Thread.currentThread().getContextClassLoader())
+    return jvm.io.pyrocks.bench.StateOpsBenchmark
+
+
+@contextmanager
+def session_confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
+    """Sets `confs` on the session for one provider's runs, then puts the old values back."""
+    before = {key: spark.conf.get(key, None) for key in confs}
+    for key, value in confs.items():
+        spark.conf.set(key, value)
     try:
-        runs = [json.loads(driver.phases(variant.class_name, str(work / f"{variant.name}-{r}"),
-                                         keys, confs)) for r in range(repeats)]
-        for phase in (*PHASES, *COMMITS):
-            rows = keys // 2 if phase == "remove" else keys
-            per_row = statistics.median(run[phase] for run in runs) / rows
-            result.ns_per_row[phase] = round(per_row if phase in PHASES else per_row * rows, 1)
-        result.get_put_ns = round(result.ns_per_row["get_hit"] + result.ns_per_row["put_update"],
-                                  1)
-        result.one_thread_rows_per_s, result.one_thread_cores = throughput(
-            driver, jvm_pid, variant, confs, keys, 1, repeats, work)
-        result.two_threads_rows_per_s, result.two_threads_cores = throughput(
-            driver, jvm_pid, variant, confs, keys, 2, repeats, work)
-        result.scaling = round(result.two_threads_rows_per_s / result.one_thread_rows_per_s, 3)
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+# -------------------------------------------------------------------------------- runs
+
+
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # the driver reports CPU time in /proc ticks
+
+
+def run_phases(driver: Any, provider: Provider, keys: int, work: Path) -> dict[str, Any]:
+    checkpoint = tempfile.mkdtemp(prefix=f"{provider.name}-", dir=work)
+    return json.loads(driver.phases(provider.class_name, checkpoint, keys))
+
+
+def run_mix(driver: Any, provider: Provider, keys: int, threads: int,
+            work: Path) -> dict[str, Any]:
+    """One timed mix; cores = CPU seconds over the timed window's wall seconds."""
+    checkpoint = tempfile.mkdtemp(prefix=f"{provider.name}-x{threads}-", dir=work)
+    run = json.loads(driver.throughput(provider.class_name, checkpoint, keys, threads))
+    wall_s = run["ns"]["wall"] / 1e9
+
+    def cores(kind: str) -> float:
+        return run[kind]["wall"] * TICK_S / wall_s
+
+    return {"threads": threads, "rows_per_s": threads * keys / wall_s,
+            "cores": cores("jvm_ticks") + cores("worker_ticks"),
+            "host_cores": cores("host_ticks"), "raw": run}
+
+
+def summarize_phases(result: ProviderResult, runs: Sequence[dict[str, Any]], keys: int) -> None:
+    def median(kind: str, step: str) -> float:
+        return statistics.median(run[kind][step] for run in runs)
+
+    result.raw_phases = list(runs)
+    result.ns_per_row = {p: round(median("ns", p) / rows(keys), 1)
+                         for p, rows in ROW_PHASES.items()}
+    result.cpu_ns_per_row = {
+        p: {"jvm": round(median("jvm_ticks", p) * TICK_S * 1e9 / rows(keys)),
+            "workers": round(median("worker_ticks", p) * TICK_S * 1e9 / rows(keys))}
+        for p, rows in ROW_PHASES.items()}
+    result.get_put_ns = round(result.ns_per_row["get_hit"] + result.ns_per_row["put_update"], 1)
+    result.get_put_commit_ns = round(result.get_put_ns + median("ns", "commit_update") / keys, 1)
+    result.commit_ms = {c: round(median("ns", c) / 1e6, 2) for c in COMMITS}
+    result.load_ms = {step: round(median("ns", step) / 1e6, 2) for step in LOADS}
+
+
+def summarize_mix(result: ProviderResult, runs: Sequence[dict[str, Any]]) -> None:
+    def median(threads: int, what: str) -> float:
+        return statistics.median(r[what] for r in runs if r["threads"] == threads)
+
+    one, two = median(1, "rows_per_s"), median(2, "rows_per_s")
+    cores_one, cores_two = median(1, "cores"), median(2, "cores")
+    result.raw_throughput = list(runs)
+    result.concurrency = Concurrency(
+        one_thread_rows_per_s=round(one), two_threads_rows_per_s=round(two),
+        ratio=round(two / one, 3),
+        ratio_per_core=round((two / cores_two) / (one / cores_one), 3)
+        if cores_one > 0 and cores_two > 0 else None,
+        cores_one=round(cores_one, 2), cores_two=round(cores_two, 2),
+        host_cores_one=round(median(1, "host_cores"), 2),
+        host_cores_two=round(median(2, "host_cores"), 2))
+
+
+def measure(spark: Any, driver: Any, provider: Provider, cfg: Config,
+            work: Path) -> ProviderResult:
+    result = ProviderResult(provider.name, provider.class_name, provider.confs)
+    try:
+        with session_confs(spark, provider.confs):
+            run_phases(driver, provider, cfg.warmup_keys, work)  # JIT and first-use costs
+            summarize_phases(result, [run_phases(driver, provider, cfg.keys, work)
+                                      for _ in range(cfg.repeats)], cfg.keys)
+            # 1 and 2 threads alternate, so a neighbour's load spreads over both.
+            summarize_mix(result, [run_mix(driver, provider, cfg.keys, threads, work)
+                                   for _ in range(cfg.repeats) for threads in (1, 2)])
     except Exception as exc:  # a failing provider is a result, not a crash of the benchmark
         result.error = f"{type(exc).__name__}: {exc}"
     return result
 
 
-def throughput(driver: Any, jvm_pid: int, variant: Variant, confs: dict[str, str], keys: int,
-               threads: int, repeats: int, work: Path) -> tuple[float, float]:
-    """Rows through the mix per second, all threads together (each row: put, get, put), and
-    the cores busy meanwhile (CPU seconds of the JVM and our workers over wall seconds): on
-    2 cores, a slot that already keeps more than one core busy cannot double."""
-    elapsed, cores = [], []
-    for r in range(repeats):
-        cpu_before, wall_before = busy_cpu_seconds(jvm_pid), time.monotonic()
-        nanos = driver.throughput(variant.class_name, str(work / f"{variant.name}-x{threads}-{r}"),
-                                  keys, threads, confs)
-        elapsed.append(nanos)  # the timed mix only; CPU is over the whole call, set-up included
-        cores.append((busy_cpu_seconds(jvm_pid) - cpu_before) / (time.monotonic() - wall_before))
-    return (round(threads * keys / (statistics.median(elapsed) / 1e9)),
-            round(statistics.median(cores), 2))
+# ------------------------------------------------------------------------------ report
 
 
-def busy_cpu_seconds(jvm_pid: int) -> float:
-    """The JVM's CPU time plus its live workers' (workers persist across runs in one pool)."""
-    return procfs.cpu_seconds(jvm_pid) + sum(procfs.cpu_seconds(w)
-                                             for w in procfs.workers_of(jvm_pid))
+def fmt(value: float | None, digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
-# ------------------------------------------------------------------------------- report
+def ours_over(ours: ProviderResult | None, other: ProviderResult, metric: str) -> str:
+    if ours is None or other is ours or ours.error or other.error:
+        return "-"
+    return fmt(report.ratio(getattr(ours, metric), getattr(other, metric)), 2)
+
+
+def phase_table(results: Sequence[ProviderResult], cfg: Config) -> list[str]:
+    ours = next((r for r in results if r.provider == OURS), None)
+    head = (f"{'provider':<24}" + "".join(f"{p:>11}" for p in ROW_PHASES)
+            + f"{'get+put':>9}{'ours/x':>7}{'+commit':>9}{'ours/x':>7}")
+    lines = [f"== state ops on one store, {cfg.keys:,} keys: ns per row, median of "
+             f"{cfg.repeats} (remove: {cfg.keys // 2:,} rows)",
+             "get+put = get_hit + put_update; +commit adds commit_update / rows; "
+             "ours/x = pyrocks / that provider", head, "-" * len(head)]
+    for r in results:
+        if r.error:
+            lines.append(f"{r.provider:<24}ERROR {first_line(r.error)}")
+            continue
+        lines.append(f"{r.provider:<24}"
+                     + "".join(f"{fmt(r.ns_per_row[p]):>11}" for p in ROW_PHASES)
+                     + f"{fmt(r.get_put_ns):>9}{ours_over(ours, r, 'get_put_ns'):>7}"
+                     + f"{fmt(r.get_put_commit_ns):>9}"
+                     + f"{ours_over(ours, r, 'get_put_commit_ns'):>7}")
+    return lines
+
+
+def commit_table(results: Sequence[ProviderResult]) -> list[str]:
+    head = (f"{'provider':<24}" + "".join(f"{c:>15}" for c in COMMITS)
+            + "".join(f"{s:>10}" for s in LOADS))
+    lines = ["", "== commits and loads of the same runs: ms, median", head, "-" * len(head)]
+    for r in (r for r in results if not r.error):
+        lines.append(f"{r.provider:<24}" + "".join(f"{fmt(r.commit_ms[c], 1):>15}" for c in COMMITS)
+                     + "".join(f"{fmt(r.load_ms[s], 1):>10}" for s in LOADS))
+    return lines
+
+
+def cpu_table(results: Sequence[ProviderResult]) -> list[str]:
+    head = f"{'provider':<24}" + "".join(f"{p:>17}" for p in ROW_PHASES)
+    lines = ["", "== where a row's time goes: CPU ns per row, JVM (all threads, GC included) "
+                 "/ our workers; wall ns per row above", head, "-" * len(head)]
+    for r in (r for r in results if not r.error):
+        cells = (f"{fmt(r.cpu_ns_per_row[p]['jvm'])} / {fmt(r.cpu_ns_per_row[p]['workers'])}"
+                 for p in ROW_PHASES)
+        lines.append(f"{r.provider:<24}" + "".join(f"{c:>17}" for c in cells))
+    return lines
+
+
+def concurrency_table(results: Sequence[ProviderResult], cfg: Config) -> list[str]:
+    head = (f"{'provider':<24}{'1 thread rows/s':>16}{'2 threads rows/s':>18}{'2/1':>7}"
+            f"{'per core':>9}{'cores 1/2':>13}{'host cores 1/2':>16}")
+    lines = ["", f"== 2 task slots vs 1: insert + commit + get/update + commit of {cfg.keys:,} "
+                 "keys per store, aggregate rows/s, median", head, "-" * len(head)]
+    for r in (r for r in results if r.concurrency is not None):
+        c = r.concurrency
+        lines.append(f"{r.provider:<24}{fmt(c.one_thread_rows_per_s):>16}"
+                     f"{fmt(c.two_threads_rows_per_s):>18}{fmt(c.ratio, 2):>7}"
+                     f"{fmt(c.ratio_per_core, 2):>9}"
+                     f"{fmt(c.cores_one, 1) + ' / ' + fmt(c.cores_two, 1):>13}"
+                     f"{fmt(c.host_cores_one, 1) + ' / ' + fmt(c.host_cores_two, 1):>16}")
+    lines.append(f"(cores: CPU seconds of the JVM and our workers / wall seconds of the timed "
+                 f"mix; host: every process; per core: 2/1 in rows per CPU-second; "
+                 f"{os.cpu_count()} CPUs)")
+    return lines
+
+
+def target_lines(payload: dict[str, Any]) -> list[str]:
+    lines = ["", "== targets"]
+    for t in targets(payload):
+        met = {True: "met", False: "NOT met", None: "?"}[t.met]
+        lines.append(f"{t.name}: ours {fmt(t.ours, 2)} {t.unit}, ratio {fmt(t.ratio, 2)} "
+                     f"vs {t.compared_to} (goal {t.goal_text}): {met}")
+        lines.append(f"    {t.note}")
+    return lines
+
+
+def write_json(cfg: Config, results: Sequence[ProviderResult], spark: Any,
+               load_average: tuple[float, float, float]) -> dict[str, Any]:
+    import pyspark
+
+    jvm = spark.sparkContext._jvm
+    payload = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "environment": {"spark": spark.version, "pyspark": pyspark.__version__,
+                        "java": jvm.java.lang.System.getProperty("java.version"),
+                        "python": platform.python_version(), "cpus": os.cpu_count(),
+                        "master": "local[2]", "load_average_at_start": load_average},
+        "config": asdict(cfg),
+        "results": [asdict(r) for r in results],
+    }
+    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS_JSON.write_text(json.dumps(payload, indent=1) + "\n")
+    return payload
+
+
+# -------------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> Config:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.micro", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keys", type=int, default=200_000, help="keys per store (200000)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per provider (3)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 20000 keys, 1 repeat")
+    parser.add_argument("--providers", default=",".join(p.name for p in PROVIDERS),
+                        help="comma-separated subset of: " + ",".join(p.name for p in PROVIDERS))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.keys, args.repeats = 20_000, 1
+    cfg = Config(keys=args.keys, repeats=args.repeats, warmup_keys=min(args.keys, 20_000),
+                 providers=split(args.providers))
+    unknown = set(cfg.providers) - {p.name for p in PROVIDERS}
+    if unknown or not cfg.providers:
+        parser.error(f"unknown or empty providers: {sorted(unknown)}")
+    if cfg.keys < 2 or cfg.repeats < 1:
+        parser.error("--keys must be >= 2 and --repeats >= 1")
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    chosen = [p for p in PROVIDERS if p.name in cfg.providers]
+    load_average = os.getloadavg()  # others' load before ours: the figures' noise
+    with tempfile.TemporaryDirectory(prefix="pyrocks-micro-") as tmp:
+        work = Path(tmp)
+        spark = build_session(work / "pyrocks-local")
+        try:
+            driver = bench_driver(spark)
+            results = []
+            for provider in chosen:
+                print(f"[micro] {provider.name}: {cfg.keys:,} keys x {cfg.repeats} ...",
+                      flush=True)
+                results.append(measure(spark, driver, provider, cfg, work))
+            payload = write_json(cfg, results, spark, load_average)
+        finally:
+            spark.stop()
+    lines = [*phase_table(results, cfg), *commit_table(results),
+             *cpu_table(results), *concurrency_table(results, cfg), *target_lines(payload)]
+    print("\n".join(lines))
+    print(f"\nwrote {RESULTS_JSON}")
+    return 1 if any(r.error for r in results) else 0
+
+
+# ----------------------------------------------------------------------------- targets
 
 
 def targets(payload: dict[str, Any]) -> list[report.Target]:
-    runs = {r["variant"]: r for r in payload["results"] if r["error"] is None}
-    ours = runs.get("pyrocks")
+    """get + put per row vs Spark RocksDB (<= 2x); 2 task slots vs 1 on state ops (~2x)."""
+    runs = {r["provider"]: r for r in payload["results"] if r["error"] is None}
+    ours = runs.get(OURS)
     if ours is None:
         return []
-    theirs = runs.get(report.SPARK_ROCKSDB, {})
+    others = {name: r for name, r in runs.items() if name != OURS}
+    scaling = ours["concurrency"]
+    with_commit = report.ratio(ours.get("get_put_commit_ns"),
+                               others.get(report.SPARK_ROCKSDB, {}).get("get_put_commit_ns"))
     return [
         report.Target(
             benchmark="micro", name="state ops through the shim: get + put per row",
             unit="ns", ours=ours["get_put_ns"], compared_to=report.SPARK_ROCKSDB,
-            ratio=report.ratio(ours["get_put_ns"], theirs.get("get_put_ns")), goal=2.0,
-            baselines={k: r["get_put_ns"] for k, r in runs.items() if k != "pyrocks"}),
+            ratio=report.ratio(ours["get_put_ns"],
+                               others.get(report.SPARK_ROCKSDB, {}).get("get_put_ns")),
+            goal=2.0, baselines={name: r["get_put_ns"] for name, r in others.items()},
+            note=f"{payload['config']['keys']:,} keys; {OURS_NOCACHE}: readCacheMB=0; "
+                 f"with the update commit spread over the rows: ratio {with_commit}"),
         report.Target(
             benchmark="micro", name="2 task slots vs 1: state-op throughput",
-            unit="x", ours=ours["scaling"], compared_to="1 slot (ours)",
-            ratio=ours["scaling"], goal=1.7, higher_is_better=True,
-            baselines={k: r["scaling"] for k, r in runs.items() if k != "pyrocks"},
-            note=f"goal ~2x; cores busy with 1 / 2 slots: {ours['one_thread_cores']} / "
-                 f"{ours['two_threads_cores']} of {payload['environment']['cpus']}; "
-                 "baselines: the other providers' own 2-vs-1 ratios"),
+            unit="x", ours=scaling["ratio"], compared_to="1 slot (ours)",
+            ratio=scaling["ratio"], goal=1.7, higher_is_better=True,
+            baselines={name: r["concurrency"]["ratio"] for name, r in others.items()},
+            note=f"goal ~2x; baselines: each provider's own 2-vs-1 ratio; cores busy with "
+                 f"1 / 2 slots: ours {scaling['cores_one']} / {scaling['cores_two']}, machine "
+                 f"{scaling['host_cores_one']} / {scaling['host_cores_two']} of "
+                 f"{payload['environment']['cpus']}; per CPU-second 2/1 = "
+                 f"{scaling['ratio_per_core']}"),
     ]
-
-
-def render(results: Sequence[VariantResult]) -> str:
-    ours = next((r for r in results if r.variant == "pyrocks" and not r.error), None)
-    head = f"{'provider':<24}" + "".join(f"{p:>11}" for p in (*PHASES, "get+put"))
-    lines = ["ns per row (median over repeats)", head]
-    for r in results:
-        if r.error:
-            lines.append(f"{r.variant:<24}ERROR {r.error.splitlines()[0][:160]}")
-            continue
-        lines.append(f"{r.variant:<24}" + "".join(f"{r.ns_per_row[p]:>11,.0f}" for p in PHASES)
-                     + f"{r.get_put_ns:>11,.0f}")
-    lines += ["", f"{'provider':<24}{'commits ms (ins/upd/rem)':>26}{'1 thread rows/s':>17}"
-              f"{'2 threads rows/s':>18}{'2/1':>6}{'cores 1/2':>11}{'ours/x get+put':>16}"]
-    for r in (r for r in results if not r.error):
-        commits = "/".join(f"{r.ns_per_row[c] / 1e6:,.0f}" for c in COMMITS)
-        vs = f"{ours.get_put_ns / r.get_put_ns:.2f}" if ours and r is not ours else "-"
-        cores = f"{r.one_thread_cores:.1f}/{r.two_threads_cores:.1f}"
-        lines.append(f"{r.variant:<24}{commits:>26}{r.one_thread_rows_per_s:>17,.0f}"
-                     f"{r.two_threads_rows_per_s:>18,.0f}{r.scaling:>6.2f}{cores:>11}{vs:>16}")
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.micro", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keys", type=int, default=200_000, help="rows per phase (200000)")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="20000 keys, 2 repeats")
-    parser.add_argument("--variants", default="", help="comma-separated subset (default all)")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.keys, args.repeats = 20_000, 2
-    with tempfile.TemporaryDirectory(prefix="pyrocks-micro-") as tmp:
-        work = Path(tmp)
-        chosen = [v for v in variants(work / "pool")
-                  if not args.variants or v.name in args.variants.split(",")]
-        spark = build_session(work / "pool")
-        try:
-            jvm = spark.sparkContext._jvm
-            driver = jvm.io.pyrocks.bench.StateOpsBenchmark
-            jvm_pid = int(jvm.ProcessHandle.current().pid())
-            results = []
-            for v in chosen:
-                print(f"[micro] {v.name} ...", flush=True)
-                results.append(measure(driver, jvm_pid, v, args.keys, args.repeats, work / "ckpt"))
-        finally:
-            spark.stop()
-    print(render(results))
-    write(args, results)
-    return 0 if all(r.error is None for r in results) else 1
-
-
-def write(args: argparse.Namespace, results: Sequence[VariantResult]) -> None:
-    import pyspark
-
-    payload = {"environment": {"pyspark": pyspark.__version__,
-                               "python": platform.python_version(), "cpus": os.cpu_count(),
-                               "master": "local[2]"},
-               "config": {"keys": args.keys, "repeats": args.repeats},
-               "results": [asdict(r) for r in results]}
-    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps(payload, indent=1) + "\n")
-    print(f"wrote {RESULTS_JSON}")
 
 
 if __name__ == "__main__":

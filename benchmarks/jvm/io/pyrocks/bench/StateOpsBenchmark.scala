@@ -1,134 +1,253 @@
 package io.pyrocks.bench
 
+import java.nio.charset.StandardCharsets.UTF_8
+import java.nio.file.{Files, Paths}
 import java.util.UUID
-import java.util.concurrent.{Callable, Executors}
+import java.util.concurrent.{Callable, CountDownLatch, Executors, TimeUnit}
 
 import scala.collection.mutable
+import scala.util.control.NonFatal
 
-import org.apache.hadoop.conf.Configuration
-
-import org.apache.spark.sql.catalyst.expressions.{UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{LongType, StructType}
 
 /**
- * State operations through the StateStore API, timed in the JVM that Spark runs them in, for
- * any provider class: the micro benchmark of `benchmarks/micro.py`, which calls `phases` and
- * `throughput` through py4j and gets JSON back. Rows are built and reused the way Spark's
- * operators do (one projection, its output row reused), so a provider that kept a caller's
- * row instead of copying it would give wrong answers, which `phases` checks.
+ * State operations through Spark's `StateStoreProvider` API, timed in the driver JVM of a
+ * local session, for any provider class: the JVM half of `benchmarks/micro.py`, which calls
+ * `phases` and `throughput` through py4j and reads the JSON they return.
+ *
+ * Providers are made the way an executor makes them (`StateStoreProvider.createAndInit`),
+ * with a `StateStoreConf` taken from the active session's SQL conf, so whatever the caller
+ * set there (changelog checkpointing, `spark.sql.streaming.stateStore.pyrocks.*`) reaches the
+ * provider. There is no task: stores are used from the calling thread(s), with no
+ * TaskContext, and no maintenance runs because nothing registers the providers with
+ * `StateStore`'s executor-side cache.
  */
 object StateOpsBenchmark {
-  private val keySchema = new StructType().add("k", LongType)
-  private val valueSchema = new StructType().add("a", LongType).add("b", LongType)
+  private val keySchema = new StructType().add("key", LongType)
+  private val valueSchema = new StructType().add("count", LongType).add("sum", LongType)
 
-  /** Rows the way operators make them: one projection each, whose output row is reused. */
+  /**
+   * Rows the way stateful operators build them: one mutable input row and one projection
+   * per schema, whose output UnsafeRow is reused for every call, so a provider must copy
+   * what it keeps (a provider that kept the caller's row would fail the answer checks).
+   */
   private final class Rows {
-    private val keyProjection = UnsafeProjection.create(keySchema)
-    private val valueProjection = UnsafeProjection.create(valueSchema)
-    def key(k: Long): UnsafeRow = keyProjection(InternalRow(k))
-    def value(a: Long, b: Long): UnsafeRow = valueProjection(InternalRow(a, b))
-  }
+    private val keyIn = new SpecificInternalRow(keySchema)
+    private val valueIn = new SpecificInternalRow(valueSchema)
+    private val keyOut = UnsafeProjection.create(keySchema)
+    private val valueOut = UnsafeProjection.create(valueSchema)
 
-  private def provider(className: String, dir: String, partition: Int,
-      confs: java.util.Map[String, String]): StateStoreProvider = {
-    val sqlConf = new SQLConf()
-    confs.forEach((k, v) => sqlConf.setConfString(k, v))
-    val p = StateStoreProvider.create(className)
-    p.init(StateStoreId(dir, 0L, partition), keySchema, valueSchema,
-      NoPrefixKeyStateEncoderSpec(keySchema), false, new StateStoreConf(sqlConf, Map.empty),
-      queryConf(), false, None)
-    p
-  }
+    def key(k: Long): UnsafeRow = { keyIn.setLong(0, k); keyOut(keyIn) }
 
-  /** What a streaming query's tasks carry: Spark's RocksDB provider asserts on the run id. */
-  private def queryConf(): Configuration = {
-    val conf = new Configuration()
-    conf.set("sql.streaming.queryId", UUID.randomUUID().toString)
-    conf.set("sql.streaming.runId", UUID.randomUUID().toString)
-    conf
-  }
-
-  private def timed(f: => Unit): Long = {
-    val start = System.nanoTime()
-    f
-    System.nanoTime() - start
-  }
-
-  /**
-   * One store through insert, read, update, iterate and remove, each phase timed on its own
-   * (nanoseconds in total; the caller divides by rows). Keys 0..n-1 are inserted; gets of
-   * n..2n-1 miss. Returns JSON: {"phase": nanos, ...}.
-   */
-  def phases(className: String, dir: String, n: Int,
-      confs: java.util.Map[String, String]): String = {
-    val p = provider(className, dir, 0, confs)
-    val rows = new Rows
-    val ns = mutable.LinkedHashMap.empty[String, Long]
-    try {
-      var store = p.getStore(0)
-      ns("put_insert") = timed { var i = 0L; while (i < n) { store.put(rows.key(i),
-        rows.value(i, 1)); i += 1 } }
-      ns("commit_insert") = timed(store.commit())
-      store = p.getStore(1)
-      var found = 0L
-      ns("get_hit") = timed { var i = 0L; while (i < n) {
-        val v = store.get(rows.key(i)); if (v != null && v.getLong(0) == i) found += 1
-        i += 1 } }
-      ns("get_miss") = timed { var i = n.toLong; while (i < 2L * n) {
-        if (store.get(rows.key(i)) != null) found = -1L << 40; i += 1 } }
-      ns("put_update") = timed { var i = 0L; while (i < n) { store.put(rows.key(i),
-        rows.value(i, 2)); i += 1 } }
-      ns("commit_update") = timed(store.commit())
-      store = p.getStore(2)
-      var sum = 0L
-      ns("iterate") = timed { store.iterator().foreach(pair => sum += pair.value.getLong(1)) }
-      ns("remove") = timed { var i = 0L; while (i < n / 2) { store.remove(rows.key(i)); i += 1 } }
-      ns("commit_remove") = timed(store.commit())
-      require(found == n && sum == 2L * n,
-        s"$className answered wrongly: $found of $n gets found, value sum $sum != ${2L * n}")
-    } finally p.close()
-    ns.map { case (k, v) => s"\"$k\": $v" }.mkString("{", ", ", "}")
-  }
-
-  /**
-   * `threads` tasks at once, each on its own store (partition = thread), each inserting n
-   * keys, committing, then getting and updating each key and committing. Returns the
-   * elapsed wall-clock nanoseconds of the slowest task.
-   */
-  def throughput(className: String, dir: String, n: Int, threads: Int,
-      confs: java.util.Map[String, String]): Long = {
-    val providers = (0 until threads).map(t => provider(className, dir, t, confs))
-    val pool = Executors.newFixedThreadPool(threads)
-    try {
-      providers.foreach(p => p.getStore(0).abort()) // start workers, open stores: not timed
-      val start = System.nanoTime()
-      val tasks = providers.map(p => pool.submit(new Callable[Unit] {
-        override def call(): Unit = mixedTask(p, n)
-      }))
-      tasks.foreach(_.get())
-      System.nanoTime() - start
-    } finally {
-      pool.shutdown()
-      providers.foreach(_.close())
+    def value(count: Long, sum: Long): UnsafeRow = {
+      valueIn.setLong(0, count)
+      valueIn.setLong(1, sum)
+      valueOut(valueIn)
     }
   }
 
-  private def mixedTask(p: StateStoreProvider, n: Int): Unit = {
+  /**
+   * CPU ticks used so far (USER_HZ, from /proc): by this JVM (every thread: GC included),
+   * by its pyrocks worker processes, and by every process on the machine. The caller, who
+   * knows USER_HZ, turns ticks into seconds; Linux only, zeros elsewhere.
+   */
+  private final case class Cpu(jvm: Long, workers: Long, host: Long) {
+    def -(o: Cpu): Cpu = Cpu(jvm - o.jvm, workers - o.workers, host - o.host)
+  }
+
+  private def cpuNow(): Cpu = {
+    val children = ProcessHandle.current().children().toArray.map(_.asInstanceOf[ProcessHandle])
+    val workers = children.filter(p => cmdline(p.pid).contains("state_store.worker"))
+    Cpu(procTicks("self"), workers.map(p => procTicks(p.pid.toString)).sum, hostTicks())
+  }
+
+  private def procTicks(pid: String): Long = try {
+    val stat = Files.readString(Paths.get(s"/proc/$pid/stat"))
+    val fields = stat.substring(stat.lastIndexOf(')') + 2).split(' ')
+    fields(11).toLong + fields(12).toLong // utime + stime
+  } catch { case NonFatal(_) => 0L }
+
+  private def cmdline(pid: Long): String =
+    try new String(Files.readAllBytes(Paths.get(s"/proc/$pid/cmdline")), UTF_8)
+    catch { case NonFatal(_) => "" }
+
+  /** Busy ticks of all CPUs: everything but idle and iowait. */
+  private def hostTicks(): Long = try {
+    val cpu = Files.readAllLines(Paths.get("/proc/stat")).get(0).trim.split("\\s+").drop(1)
+      .take(8).map(_.toLong)
+    cpu.sum - cpu(3) - cpu(4)
+  } catch { case NonFatal(_) => 0L }
+
+  /**
+   * Wall nanoseconds and CPU ticks per named step, in the order they ran, as JSON:
+   * {"ns": {step: n}, "jvm_ticks": {...}, "worker_ticks": {...}, "host_ticks": {...}}.
+   */
+  private final class Timings {
+    private val steps = mutable.LinkedHashMap.empty[String, (Long, Cpu)]
+
+    def apply[T](name: String)(body: => T): T = {
+      val cpu = cpuNow()
+      val start = System.nanoTime()
+      val result = body
+      val nanos = System.nanoTime() - start
+      steps(name) = (nanos, cpuNow() - cpu)
+      result
+    }
+
+    def record(name: String, nanos: Long): Unit = steps(name) = (nanos, Cpu(0, 0, 0))
+
+    def json: String = {
+      def obj(f: ((Long, Cpu)) => Long): String =
+        steps.map { case (k, v) => s"\"$k\": ${f(v)}" }.mkString("{", ", ", "}")
+      s"""{"ns": ${obj(_._1)}, "jvm_ticks": ${obj(_._2.jvm)}, """ +
+        s""""worker_ticks": ${obj(_._2.workers)}, "host_ticks": ${obj(_._2.host)}}"""
+    }
+  }
+
+  /** A provider for partition `partition` of operator 0, made as an executor would. */
+  private def open(className: String, checkpointDir: String, partition: Int,
+      runId: UUID): StateStoreProvider = {
+    val session = SparkSession.active
+    // A streaming query's commits are reported to the driver's StateStoreCoordinator when
+    // commit validation is on; the coordinator is made with the session's query manager.
+    session.streams
+    val sqlConf = session.sessionState.conf.clone()
+    sqlConf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, className)
+    val providerId = StateStoreProviderId(StateStoreId(checkpointDir, 0L, partition), runId)
+    StateStoreProvider.createAndInit(providerId, keySchema, valueSchema,
+      NoPrefixKeyStateEncoderSpec(keySchema), false, new StateStoreConf(sqlConf, Map.empty),
+      session.sessionState.newHadoopConf(), false, None)
+  }
+
+  private def putAll(store: StateStore, rows: Rows, from: Long, until: Long, tag: Long): Unit = {
+    var i = from
+    while (i < until) { store.put(rows.key(i), rows.value(tag, i)); i += 1 }
+  }
+
+  /** Gets keys [from, until); returns (keys found, keys found with the value `putAll` gave). */
+  private def getAll(store: StateStore, rows: Rows, from: Long, until: Long,
+      tag: Long): (Long, Long) = {
+    var found = 0L
+    var right = 0L
+    var i = from
+    while (i < until) {
+      val v = store.get(rows.key(i))
+      if (v != null) {
+        found += 1
+        if (v.getLong(0) == tag && v.getLong(1) == i) right += 1
+      }
+      i += 1
+    }
+    (found, right)
+  }
+
+  private def removeAll(store: StateStore, rows: Rows, from: Long, until: Long): Unit = {
+    var i = from
+    while (i < until) { store.remove(rows.key(i)); i += 1 }
+  }
+
+  /** Every row of the store, read field by field as an operator would; (rows, sum of keys). */
+  private def scanAll(store: StateStore): (Long, Long) = {
+    val it = store.iterator()
+    var count = 0L
+    var sum = 0L
+    try {
+      while (it.hasNext) {
+        val pair = it.next()
+        count += 1
+        sum += pair.key.getLong(0) + pair.value.getLong(0) - 2 // updated rows carry tag 2
+      }
+    } finally it.close()
+    (count, sum)
+  }
+
+  private def check(ok: Boolean, what: => String): Unit =
+    if (!ok) throw new IllegalStateException(s"wrong answer: $what")
+
+  /**
+   * One store through its life, each step timed on its own (nanoseconds, the caller divides
+   * by rows): version 0 gets keys 0..n-1 and commits; version 1 (a new store object) gets
+   * every key (hits), then n absent keys (misses), updates every key and commits; version 2
+   * iterates all rows, removes the first half and commits. Loads are timed too. Answers are
+   * checked after the timed loops, so a wrong provider fails instead of looking fast.
+   */
+  def phases(className: String, checkpointDir: String, keys: Int): String = {
+    val n = keys.toLong
+    val t = new Timings
     val rows = new Rows
-    val first = p.getStore(0)
-    var i = 0L
-    while (i < n) { first.put(rows.key(i), rows.value(i, 1)); i += 1 }
+    val provider = t("init")(open(className, checkpointDir, 0, UUID.randomUUID()))
+    try {
+      val v0 = t("load_v0")(provider.getStore(0))
+      t("put_insert")(putAll(v0, rows, 0, n, tag = 1))
+      t("commit_insert")(v0.commit())
+      val v1 = t("load_v1")(provider.getStore(1))
+      val hits = t("get_hit")(getAll(v1, rows, 0, n, tag = 1))
+      val misses = t("get_miss")(getAll(v1, rows, n, 2 * n, tag = 1))
+      t("put_update")(putAll(v1, rows, 0, n, tag = 2))
+      t("commit_update")(v1.commit())
+      val v2 = t("load_v2")(provider.getStore(2))
+      val (count, sum) = t("iterate")(scanAll(v2))
+      t("remove")(removeAll(v2, rows, 0, n / 2))
+      t("commit_remove")(v2.commit())
+      check(hits == (n, n), s"$className found (keys, right values) $hits of $n keys")
+      check(misses._1 == 0, s"$className found ${misses._1} absent keys")
+      check(count == n && sum == n * (n - 1) / 2, s"$className iterated $count rows, sum $sum")
+      val v3 = provider.getStore(3)
+      check(v3.get(rows.key(0)) == null && v3.get(rows.key(n - 1)) != null,
+        s"$className: remove did not take")
+      v3.abort()
+    } finally provider.close()
+    t.json
+  }
+
+  /**
+   * `threads` tasks at once, each on its own store (partition = thread number), each doing
+   * the mix of a streaming aggregation: insert n keys and commit, then get and update every
+   * key and commit. Providers are made and their version 0 loaded before the clock starts
+   * (worker start-up is not a state operation). Returns JSON: the wall-clock nanoseconds
+   * from the common start to the last task's end, and each task's own nanoseconds.
+   */
+  def throughput(className: String, checkpointDir: String, keys: Int, threads: Int): String = {
+    val runId = UUID.randomUUID()
+    val providers = (0 until threads).map(p => open(className, checkpointDir, p, runId))
+    val pool = Executors.newFixedThreadPool(threads)
+    val t = new Timings
+    try {
+      providers.foreach(_.getStore(0).abort())
+      val go = new CountDownLatch(1)
+      val tasks = providers.map(p => pool.submit(new Callable[Long] {
+        override def call(): Long = { go.await(); timedMix(p, keys.toLong) }
+      }))
+      t("wall") { go.countDown(); tasks.zipWithIndex.foreach { case (f, i) =>
+        t.record(s"task_$i", f.get()) } }
+    } finally {
+      pool.shutdownNow()
+      pool.awaitTermination(1, TimeUnit.MINUTES)
+      providers.foreach(_.close())
+    }
+    t.json
+  }
+
+  private def timedMix(provider: StateStoreProvider, n: Long): Long = {
+    val start = System.nanoTime()
+    val rows = new Rows
+    val first = provider.getStore(0)
+    putAll(first, rows, 0, n, tag = 1)
     first.commit()
-    val second = p.getStore(1)
-    i = 0L
+    val second = provider.getStore(1)
+    var i = 0L
     while (i < n) {
-      val old = second.get(rows.key(i))
-      second.put(rows.key(i), rows.value(i, old.getLong(1) + 1))
+      val key = rows.key(i)
+      val old = second.get(key)
+      check(old != null, s"key $i lost")
+      second.put(key, rows.value(old.getLong(0) + 1, old.getLong(1) + i))
       i += 1
     }
     second.commit()
+    System.nanoTime() - start
   }
 }
