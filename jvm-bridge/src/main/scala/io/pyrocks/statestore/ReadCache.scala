@@ -1,8 +1,9 @@
 package io.pyrocks.statestore
 
-import java.nio.ByteBuffer
 import java.nio.charset.StandardCharsets.UTF_8
 import java.util.concurrent.atomic.AtomicLong
+
+import scala.util.hashing.MurmurHash3
 
 /**
  * Answers gets in the JVM, saving the round trip to the worker, and stays exactly equal to
@@ -35,8 +36,8 @@ import java.util.concurrent.atomic.AtomicLong
 final class ReadCache(budget: CacheBudget) {
   private val lock = new java.util.concurrent.locks.ReentrantLock()
   @volatile private var lastUsedNanos = System.nanoTime()
-  private val entries = new java.util.HashMap[ByteBuffer, Array[Byte]]()
-  private val listings = new java.util.HashMap[ByteBuffer, ReadCache.Listing]()
+  private val entries = new java.util.HashMap[ReadCache.Key, Array[Byte]]()
+  private val listings = new java.util.HashMap[ReadCache.Key, ReadCache.Listing]()
   private var writesSeen = 0L
   private var bytes = 0L
   private var complete = false
@@ -49,7 +50,7 @@ final class ReadCache(budget: CacheBudget) {
     if (!enabled) None else guarded {
       val k = cacheKey(cf, key)
       if (entries.containsKey(k)) Some(Option(entries.get(k)))
-      else if (complete || filter.exists(f => !f.mightContain(k.array()))) Some(None)
+      else if (complete || filter.exists(f => !f.mightContain(k.bytes))) Some(None)
       else None
     }
 
@@ -106,15 +107,15 @@ final class ReadCache(budget: CacheBudget) {
       complete = false
     }
 
-  private def noteWritten(k: ByteBuffer, cf: String, prefix: Option[Array[Byte]]): Unit =
+  private def noteWritten(k: ReadCache.Key, cf: String, prefix: Option[Array[Byte]]): Unit =
     filter.foreach { f =>
-      f.add(k.array())
+      f.add(k.bytes)
       prefix.foreach(p => f.add(prefixTag(cacheKey(cf, p))))
     }
 
-  private def adopt(p: ByteBuffer, listing: ReadCache.Listing): Unit = {
+  private def adopt(p: ReadCache.Key, listing: ReadCache.Listing): Unit = {
     dropListing(p)
-    val size = p.capacity() + listing.bytes
+    val size = p.bytes.length + listing.bytes
     if (reserve(size)) {
       listings.put(p, listing)
       bytes += size
@@ -123,7 +124,7 @@ final class ReadCache(budget: CacheBudget) {
     }
   }
 
-  private def updateListing(p: ByteBuffer, key: Array[Byte], value: Array[Byte]): Unit = {
+  private def updateListing(p: ReadCache.Key, key: Array[Byte], value: Array[Byte]): Unit = {
     val listing = listings.get(p)
     if (listing != null) {
       val grown = listing.put(key, value)
@@ -136,9 +137,9 @@ final class ReadCache(budget: CacheBudget) {
   private def reserve(n: Long): Boolean =
     budget.reserve(n) || (budget.reclaim(n, this) && budget.reserve(n))
 
-  private def dropListing(p: ByteBuffer): Unit = {
+  private def dropListing(p: ReadCache.Key): Unit = {
     val listing = listings.remove(p)
-    if (listing != null) release(p.capacity() + listing.bytes)
+    if (listing != null) release(p.bytes.length + listing.bytes)
   }
 
   /** The store was loaded at `loaded`; `unchanged` = the worker's working copy was kept. */
@@ -187,7 +188,7 @@ final class ReadCache(budget: CacheBudget) {
 
   budget.register(this)
 
-  private def drop(k: ByteBuffer): Unit = if (entries.containsKey(k)) {
+  private def drop(k: ReadCache.Key): Unit = if (entries.containsKey(k)) {
     release(entrySize(k, entries.remove(k)))
   }
 
@@ -204,22 +205,38 @@ final class ReadCache(budget: CacheBudget) {
     budget.release(n)
   }
 
-  private def entrySize(k: ByteBuffer, value: Array[Byte]): Long =
-    k.capacity().toLong + (if (value == null) 0 else value.length) + ReadCache.EntryOverhead
+  private def entrySize(k: ReadCache.Key, value: Array[Byte]): Long =
+    k.bytes.length.toLong + (if (value == null) 0 else value.length) + ReadCache.EntryOverhead
 
-  private def cacheKey(cf: String, key: Array[Byte]): ByteBuffer =
-    if (cf == Wire.DefaultCf) ByteBuffer.wrap(key)
-    else ByteBuffer.wrap(cf.getBytes(UTF_8) ++ Array[Byte](0) ++ key)
+  private def cacheKey(cf: String, key: Array[Byte]): ReadCache.Key =
+    if (cf == Wire.DefaultCf) new ReadCache.Key(key)
+    else new ReadCache.Key(cf.getBytes(UTF_8) ++ Array[Byte](0) ++ key)
 
   /** Prefixes share the key filter under a tag, so a prefix is never mistaken for a key. */
-  private def prefixTag(p: ByteBuffer): Array[Byte] = ReadCache.PrefixTag +: p.array()
+  private def prefixTag(p: ReadCache.Key): Array[Byte] = ReadCache.PrefixTag +: p.bytes
 }
 
 object ReadCache {
-  /** Bytes a HashMap entry, its ByteBuffer and array headers cost beyond the data. */
+  /** Bytes a HashMap entry, its Key and array headers cost beyond the data. */
   val EntryOverhead = 96L
 
   private val PrefixTag: Byte = 0x7f
+
+  /**
+   * A key as the hash maps see it. Not `ByteBuffer.wrap`: its polynomial hash collides
+   * heavily on UnsafeRow keys (fixed-width fields, mostly zero bytes), which turned map
+   * lookups into tree walks; a Murmur hash, computed once, spreads them.
+   */
+  final class Key(val bytes: Array[Byte]) extends Comparable[Key] {
+    override val hashCode: Int = MurmurHash3.bytesHash(bytes, 0x3c074a61)
+
+    override def equals(other: Any): Boolean = other match {
+      case k: Key => k.hashCode == hashCode && java.util.Arrays.equals(k.bytes, bytes)
+      case _ => false
+    }
+
+    override def compareTo(other: Key): Int = java.util.Arrays.compareUnsigned(bytes, other.bytes)
+  }
 
   /** The keys under one prefix, in the worker's order (RocksDB compares bytes unsigned). */
   final class Listing {
