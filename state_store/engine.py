@@ -28,6 +28,9 @@ from .options import StoreOptions
 from .records import DEFAULT_CF, EXISTED, KNOWN, OP_MASK, Op
 from .snapshots import Snapshotter
 
+# Plain ints for the per-record loop: reading an IntEnum member costs ~130 ns on 3.11.
+_PUT, _DELETE = int(Op.PUT), int(Op.DELETE)
+
 
 @dataclass
 class Metrics:
@@ -221,11 +224,11 @@ class VersionedStore:
         batch = _RecordBatch(self)
         for flagged, cf, key, value in records.decode(payload):
             op = flagged & OP_MASK
-            if op == Op.PUT:
+            if op == _PUT:
                 if count_keys and not self._existed(flagged, cf, key, batch):
                     self.num_keys += 1
                 batch.put(cf, key, value)
-            elif op == Op.DELETE:
+            elif op == _DELETE:
                 if count_keys and self._existed(flagged, cf, key, batch):
                     self.num_keys -= 1
                 batch.delete(cf, key)
