@@ -36,6 +36,8 @@ import scala.util.hashing.MurmurHash3
 final class ReadCache(budget: CacheBudget) {
   private val lock = new java.util.concurrent.locks.ReentrantLock()
   @volatile private var lastUsedNanos = System.nanoTime()
+  // A key known absent maps to `ReadCache.Absent`, never to null, so that one hash lookup
+  // answers both "known?" and "what?" (gets and puts are the hot path).
   private val entries = new java.util.HashMap[ReadCache.Key, Array[Byte]]()
   private val listings = new java.util.HashMap[ReadCache.Key, ReadCache.Listing]()
   private var writesSeen = 0L
@@ -49,7 +51,8 @@ final class ReadCache(budget: CacheBudget) {
   def lookup(cf: String, key: Array[Byte]): Option[Option[Array[Byte]]] =
     if (!enabled) None else guarded {
       val k = cacheKey(cf, key)
-      if (entries.containsKey(k)) Some(Option(entries.get(k)))
+      val known = entries.get(k)
+      if (known ne null) Some(if (known eq ReadCache.Absent) None else Some(known))
       else if (complete || filter.exists(f => !f.mightContain(k.bytes))) Some(None)
       else None
     }
@@ -86,10 +89,10 @@ final class ReadCache(budget: CacheBudget) {
     val k = cacheKey(cf, key)
     if (value != null) noteWritten(k, cf, prefix)
     prefix.foreach(p => updateListing(cacheKey(cf, p), key, value))
-    drop(k)
     val size = entrySize(k, value)
     if (reserve(size)) {
-      entries.put(k, value)
+      val old = entries.put(k, if (value == null) ReadCache.Absent else value)
+      if (old ne null) release(entrySize(k, old))
       bytes += size
     } else {
       clear() // over budget even after reclaiming: start over, knowing nothing
@@ -188,8 +191,9 @@ final class ReadCache(budget: CacheBudget) {
 
   budget.register(this)
 
-  private def drop(k: ReadCache.Key): Unit = if (entries.containsKey(k)) {
-    release(entrySize(k, entries.remove(k)))
+  private def drop(k: ReadCache.Key): Unit = {
+    val old = entries.remove(k)
+    if (old ne null) release(entrySize(k, old))
   }
 
   private def clear(): Unit = {
@@ -221,6 +225,9 @@ object ReadCache {
   val EntryOverhead = 96L
 
   private val PrefixTag: Byte = 0x7f
+
+  /** The entry of a key known absent: compared by identity, so no value is mistaken for it. */
+  private val Absent = new Array[Byte](0)
 
   /**
    * A key as the hash maps see it. Not `ByteBuffer.wrap`: its polynomial hash collides
