@@ -1,6 +1,6 @@
 """Every benchmark, one after another, then one table of the issue's targets.
 
-    python -m benchmarks              # full sizes, about an hour on 2 cores
+    python -m benchmarks              # full sizes, about 27 minutes on 2 cores
     python -m benchmarks --quick      # smoke sizes, about 15 minutes
     python -m benchmarks --report     # only re-render the table from results/*.json
 
