@@ -1,7 +1,6 @@
 package io.pyrocks.statestore
 
 import scala.collection.mutable.ArrayBuffer
-import scala.util.hashing.MurmurHash3
 
 /**
  * A negative-lookup filter: a growing Bloom filter over every key a store has held since it
@@ -40,8 +39,9 @@ final class KeyFilter(initialCapacity: Int = 1 << 16) {
 
   private val blooms = ArrayBuffer(new Bloom(initialCapacity))
 
-  def add(key: Array[Byte]): Unit = {
-    val (h1, h2) = hashes(key)
+  def add(key: CacheKey): Unit = {
+    val h1 = key.hashCode
+    val h2 = key.secondHash
     var last = blooms.last
     if (last.count >= last.capacity) {
       last = new Bloom(last.capacity * 2)
@@ -50,15 +50,13 @@ final class KeyFilter(initialCapacity: Int = 1 << 16) {
     last.add(h1, h2)
   }
 
-  def mightContain(key: Array[Byte]): Boolean = {
-    val (h1, h2) = hashes(key)
+  def mightContain(key: CacheKey): Boolean = {
+    val h1 = key.hashCode
+    val h2 = key.secondHash
     blooms.exists(_.mightContain(h1, h2))
   }
 
   def bytes: Long = blooms.map(_.bytes).sum
-
-  private def hashes(key: Array[Byte]): (Int, Int) =
-    (MurmurHash3.bytesHash(key, 0x5bd1e995), MurmurHash3.bytesHash(key, 0x1b873593) | 1)
 }
 
 object KeyFilter {

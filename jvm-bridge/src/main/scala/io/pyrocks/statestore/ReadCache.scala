@@ -3,8 +3,6 @@ package io.pyrocks.statestore
 import java.nio.charset.StandardCharsets.UTF_8
 import java.util.concurrent.atomic.AtomicLong
 
-import scala.util.hashing.MurmurHash3
-
 /**
  * Answers gets in the JVM, saving the round trip to the worker, and stays exactly equal to
  * what the worker would answer. Invariants, each enforced where noted:
@@ -38,8 +36,8 @@ final class ReadCache(budget: CacheBudget) {
   @volatile private var lastUsedNanos = System.nanoTime()
   // A key known absent maps to `ReadCache.Absent`, never to null, so that one hash lookup
   // answers both "known?" and "what?" (gets and puts are the hot path).
-  private val entries = new java.util.HashMap[ReadCache.Key, Array[Byte]]()
-  private val listings = new java.util.HashMap[ReadCache.Key, ReadCache.Listing]()
+  private val entries = new java.util.HashMap[CacheKey, Array[Byte]]()
+  private val listings = new java.util.HashMap[CacheKey, ReadCache.Listing]()
   private var writesSeen = 0L
   private var bytes = 0L
   private var complete = false
@@ -53,7 +51,7 @@ final class ReadCache(budget: CacheBudget) {
       val k = cacheKey(cf, key)
       val known = entries.get(k)
       if (known ne null) Some(if (known eq ReadCache.Absent) None else Some(known))
-      else if (complete || filter.exists(f => !f.mightContain(k.bytes))) Some(None)
+      else if (complete || filter.exists(f => !f.mightContain(k))) Some(None)
       else None
     }
 
@@ -87,8 +85,9 @@ final class ReadCache(budget: CacheBudget) {
       prefix: Option[Array[Byte]] = None): Unit = if (enabled) guarded {
     writesSeen += 1
     val k = cacheKey(cf, key)
-    if (value != null) noteWritten(k, cf, prefix)
-    prefix.foreach(p => updateListing(cacheKey(cf, p), key, value))
+    val p = prefix.map(cacheKey(cf, _))
+    if (value != null) noteWritten(k, p)
+    p.foreach(updateListing(_, key, value))
     val size = entrySize(k, value)
     if (reserve(size)) {
       val old = entries.put(k, if (value == null) ReadCache.Absent else value)
@@ -104,19 +103,20 @@ final class ReadCache(budget: CacheBudget) {
     if (enabled) guarded {
       writesSeen += 1
       val k = cacheKey(cf, key)
-      noteWritten(k, cf, prefix) // a merge may create the key
-      prefix.foreach(p => dropListing(cacheKey(cf, p)))
+      val p = prefix.map(cacheKey(cf, _))
+      noteWritten(k, p) // a merge may create the key
+      p.foreach(dropListing)
       drop(k)
       complete = false
     }
 
-  private def noteWritten(k: ReadCache.Key, cf: String, prefix: Option[Array[Byte]]): Unit =
+  private def noteWritten(k: CacheKey, prefix: Option[CacheKey]): Unit =
     filter.foreach { f =>
-      f.add(k.bytes)
-      prefix.foreach(p => f.add(prefixTag(cacheKey(cf, p))))
+      f.add(k)
+      prefix.foreach(p => f.add(prefixTag(p)))
     }
 
-  private def adopt(p: ReadCache.Key, listing: ReadCache.Listing): Unit = {
+  private def adopt(p: CacheKey, listing: ReadCache.Listing): Unit = {
     dropListing(p)
     val size = p.bytes.length + listing.bytes
     if (reserve(size)) {
@@ -127,7 +127,7 @@ final class ReadCache(budget: CacheBudget) {
     }
   }
 
-  private def updateListing(p: ReadCache.Key, key: Array[Byte], value: Array[Byte]): Unit = {
+  private def updateListing(p: CacheKey, key: Array[Byte], value: Array[Byte]): Unit = {
     val listing = listings.get(p)
     if (listing != null) {
       val grown = listing.put(key, value)
@@ -140,7 +140,7 @@ final class ReadCache(budget: CacheBudget) {
   private def reserve(n: Long): Boolean =
     budget.reserve(n) || (budget.reclaim(n, this) && budget.reserve(n))
 
-  private def dropListing(p: ReadCache.Key): Unit = {
+  private def dropListing(p: CacheKey): Unit = {
     val listing = listings.remove(p)
     if (listing != null) release(p.bytes.length + listing.bytes)
   }
@@ -191,7 +191,7 @@ final class ReadCache(budget: CacheBudget) {
 
   budget.register(this)
 
-  private def drop(k: ReadCache.Key): Unit = {
+  private def drop(k: CacheKey): Unit = {
     val old = entries.remove(k)
     if (old ne null) release(entrySize(k, old))
   }
@@ -209,41 +209,25 @@ final class ReadCache(budget: CacheBudget) {
     budget.release(n)
   }
 
-  private def entrySize(k: ReadCache.Key, value: Array[Byte]): Long =
+  private def entrySize(k: CacheKey, value: Array[Byte]): Long =
     k.bytes.length.toLong + (if (value == null) 0 else value.length) + ReadCache.EntryOverhead
 
-  private def cacheKey(cf: String, key: Array[Byte]): ReadCache.Key =
-    if (cf == Wire.DefaultCf) new ReadCache.Key(key)
-    else new ReadCache.Key(cf.getBytes(UTF_8) ++ Array[Byte](0) ++ key)
+  private def cacheKey(cf: String, key: Array[Byte]): CacheKey =
+    if (cf == Wire.DefaultCf) new CacheKey(key)
+    else new CacheKey(cf.getBytes(UTF_8) ++ Array[Byte](0) ++ key)
 
   /** Prefixes share the key filter under a tag, so a prefix is never mistaken for a key. */
-  private def prefixTag(p: ReadCache.Key): Array[Byte] = ReadCache.PrefixTag +: p.bytes
+  private def prefixTag(p: CacheKey): CacheKey = new CacheKey(ReadCache.PrefixTag +: p.bytes)
 }
 
 object ReadCache {
-  /** Bytes a HashMap entry, its Key and array headers cost beyond the data. */
+  /** Bytes a HashMap entry, its CacheKey and array headers cost beyond the data. */
   val EntryOverhead = 96L
 
   private val PrefixTag: Byte = 0x7f
 
   /** The entry of a key known absent: compared by identity, so no value is mistaken for it. */
   private val Absent = new Array[Byte](0)
-
-  /**
-   * A key as the hash maps see it. Not `ByteBuffer.wrap`: its polynomial hash collides
-   * heavily on UnsafeRow keys (fixed-width fields, mostly zero bytes), which turned map
-   * lookups into tree walks; a Murmur hash, computed once, spreads them.
-   */
-  final class Key(val bytes: Array[Byte]) extends Comparable[Key] {
-    override val hashCode: Int = MurmurHash3.bytesHash(bytes, 0x3c074a61)
-
-    override def equals(other: Any): Boolean = other match {
-      case k: Key => k.hashCode == hashCode && java.util.Arrays.equals(k.bytes, bytes)
-      case _ => false
-    }
-
-    override def compareTo(other: Key): Int = java.util.Arrays.compareUnsigned(bytes, other.bytes)
-  }
 
   /** The keys under one prefix, in the worker's order (RocksDB compares bytes unsigned). */
   final class Listing {
