@@ -56,26 +56,6 @@ def gather(names: Sequence[str]) -> list[report.Target]:
     return found
 
 
-def render(targets: Sequence[report.Target]) -> str:
-    lines = [f"{'target':<62}{'ours':>10} {'unit':<5}{'vs':<26}{'ratio':>7}  {'goal':<28}met"]
-    for t in targets:
-        ours = "n/a" if t.ours is None else f"{t.ours:,.1f}"
-        value = "n/a" if t.ratio is None else f"{t.ratio:.2f}"
-        met = {True: "yes", False: "NO", None: "?"}[t.met]
-        lines.append(f"{t.name[:61]:<62}{ours:>10} {t.unit:<5}{t.compared_to[:25]:<26}"
-                     f"{value:>7}  {t.goal_text:<28}{met}")
-        others = ", ".join(f"{k} {_num(v)}" for k, v in t.baselines.items())
-        if others:
-            lines.append(f"    {others}")
-        if t.note:
-            lines.append(f"    {t.note}")
-    return "\n".join(lines)
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.1f}"
-
-
 def chart(targets: Sequence[report.Target]) -> None:
     import matplotlib
 
@@ -112,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown benchmarks: {sorted(unknown)}")
     codes = {} if args.report else run_all(names, args.quick)
     targets = gather(names)
-    print("\n" + render(targets))
+    print("\n" + report.render(targets))
     report.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     SUMMARY_JSON.write_text(json.dumps({"exit_codes": codes,
                                         "targets": [t.as_dict() for t in targets]}, indent=1))

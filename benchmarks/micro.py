@@ -41,6 +41,7 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.macro import CHANGELOG_KEY, SPARK_HDFS, SPARK_ROCKSDB, first_line, split
+from benchmarks.procfs import TICK_SECONDS, WORKER_MODULE  # the driver counts CPU in ticks
 from state_store import bridge
 from state_store.options import PREFIX
 from state_store.spark import PROVIDER_CLASS, configure, spark_conf
@@ -165,23 +166,21 @@ def session_confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
 # -------------------------------------------------------------------------------- runs
 
 
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # the driver reports CPU time in /proc ticks
-
-
 def run_phases(driver: Any, provider: Provider, keys: int, work: Path) -> dict[str, Any]:
     checkpoint = tempfile.mkdtemp(prefix=f"{provider.name}-", dir=work)
-    return json.loads(driver.phases(provider.class_name, checkpoint, keys))
+    return json.loads(driver.phases(provider.class_name, checkpoint, keys, WORKER_MODULE))
 
 
 def run_mix(driver: Any, provider: Provider, keys: int, threads: int,
             work: Path) -> dict[str, Any]:
     """One timed mix; cores = CPU seconds over the timed window's wall seconds."""
     checkpoint = tempfile.mkdtemp(prefix=f"{provider.name}-x{threads}-", dir=work)
-    run = json.loads(driver.throughput(provider.class_name, checkpoint, keys, threads))
+    run = json.loads(driver.throughput(provider.class_name, checkpoint, keys, threads,
+                                      WORKER_MODULE))
     wall_s = run["ns"]["wall"] / 1e9
 
     def cores(kind: str) -> float:
-        return run[kind]["wall"] * TICK_S / wall_s
+        return run[kind]["wall"] * TICK_SECONDS / wall_s
 
     return {"threads": threads, "rows_per_s": threads * keys / wall_s,
             "cores": cores("jvm_ticks") + cores("worker_ticks"),
@@ -196,8 +195,8 @@ def summarize_phases(result: ProviderResult, runs: Sequence[dict[str, Any]], key
     result.ns_per_row = {p: round(median("ns", p) / rows(keys), 1)
                          for p, rows in ROW_PHASES.items()}
     result.cpu_ns_per_row = {
-        p: {"jvm": round(median("jvm_ticks", p) * TICK_S * 1e9 / rows(keys)),
-            "workers": round(median("worker_ticks", p) * TICK_S * 1e9 / rows(keys))}
+        p: {"jvm": round(median("jvm_ticks", p) * TICK_SECONDS * 1e9 / rows(keys)),
+            "workers": round(median("worker_ticks", p) * TICK_SECONDS * 1e9 / rows(keys))}
         for p, rows in ROW_PHASES.items()}
     result.get_put_ns = round(result.ns_per_row["get_hit"] + result.ns_per_row["put_update"], 1)
     result.get_put_commit_ns = round(result.get_put_ns + median("ns", "commit_update") / keys, 1)
@@ -310,16 +309,6 @@ def concurrency_table(results: Sequence[ProviderResult], cfg: Config) -> list[st
     return lines
 
 
-def target_lines(payload: dict[str, Any]) -> list[str]:
-    lines = ["", "== targets"]
-    for t in targets(payload):
-        met = {True: "met", False: "NOT met", None: "?"}[t.met]
-        lines.append(f"{t.name}: ours {fmt(t.ours, 2)} {t.unit}, ratio {fmt(t.ratio, 2)} "
-                     f"vs {t.compared_to} (goal {t.goal_text}): {met}")
-        lines.append(f"    {t.note}")
-    return lines
-
-
 def write_json(cfg: Config, results: Sequence[ProviderResult], spark: Any,
                load_average: tuple[float, float, float]) -> dict[str, Any]:
     import pyspark
@@ -381,7 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             spark.stop()
     lines = [*phase_table(results, cfg), *commit_table(results),
-             *cpu_table(results), *concurrency_table(results, cfg), *target_lines(payload)]
+             *cpu_table(results), *concurrency_table(results, cfg),
+             "", "== targets", report.render(targets(payload))]
     print("\n".join(lines))
     print(f"\nwrote {RESULTS_JSON}")
     return 1 if any(r.error for r in results) else 0

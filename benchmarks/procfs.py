@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 WORKER_MODULE = "state_store.worker"
-_TICKS = os.sysconf("SC_CLK_TCK")
+TICK_SECONDS = 1 / os.sysconf("SC_CLK_TCK")  # /proc counts CPU time in these
 
 
 def rss_mb(pid: int) -> float:
@@ -25,7 +25,7 @@ def cpu_seconds(pid: int) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+    return (int(fields[11]) + int(fields[12])) * TICK_SECONDS  # utime, stime
 
 
 def children(pid: int) -> list[int]:

@@ -8,6 +8,7 @@ target table. `python -m benchmarks` (see `__main__.py`) runs them all and rende
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,3 +63,24 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
 def load(name: str) -> dict[str, Any] | None:
     path = RESULTS_DIR / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def render(targets: Sequence[Target]) -> str:
+    """The target table as printed by `python -m benchmarks` and by each benchmark alone."""
+    lines = [f"{'target':<62}{'ours':>10} {'unit':<5}{'vs':<26}{'ratio':>7}  {'goal':<28}met"]
+    for t in targets:
+        ours = "n/a" if t.ours is None else f"{t.ours:,.1f}"
+        value = "n/a" if t.ratio is None else f"{t.ratio:.2f}"
+        met = {True: "yes", False: "NO", None: "?"}[t.met]
+        lines.append(f"{t.name[:61]:<62}{ours:>10} {t.unit:<5}{t.compared_to[:25]:<26}"
+                     f"{value:>7}  {t.goal_text:<28}{met}")
+        others = ", ".join(f"{k} {_num(v)}" for k, v in t.baselines.items())
+        if others:
+            lines.append(f"    {others}")
+        if t.note:
+            lines.append(f"    {t.note}")
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.1f}"

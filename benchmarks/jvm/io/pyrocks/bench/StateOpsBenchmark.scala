@@ -52,16 +52,17 @@ object StateOpsBenchmark {
 
   /**
    * CPU ticks used so far (USER_HZ, from /proc): by this JVM (every thread: GC included),
-   * by its pyrocks worker processes, and by every process on the machine. The caller, who
+   * by its pyrocks worker processes (children running `workerModule`, which the caller
+   * names), and by every process on the machine. The caller, who
    * knows USER_HZ, turns ticks into seconds; Linux only, zeros elsewhere.
    */
   private final case class Cpu(jvm: Long, workers: Long, host: Long) {
     def -(o: Cpu): Cpu = Cpu(jvm - o.jvm, workers - o.workers, host - o.host)
   }
 
-  private def cpuNow(): Cpu = {
+  private def cpuNow(workerModule: String): Cpu = {
     val children = ProcessHandle.current().children().toArray.map(_.asInstanceOf[ProcessHandle])
-    val workers = children.filter(p => cmdline(p.pid).contains("state_store.worker"))
+    val workers = children.filter(p => cmdline(p.pid).split('\u0000').contains(workerModule))
     Cpu(procTicks("self"), workers.map(p => procTicks(p.pid.toString)).sum, hostTicks())
   }
 
@@ -86,15 +87,15 @@ object StateOpsBenchmark {
    * Wall nanoseconds and CPU ticks per named step, in the order they ran, as JSON:
    * {"ns": {step: n}, "jvm_ticks": {...}, "worker_ticks": {...}, "host_ticks": {...}}.
    */
-  private final class Timings {
+  private final class Timings(workerModule: String) {
     private val steps = mutable.LinkedHashMap.empty[String, (Long, Cpu)]
 
     def apply[T](name: String)(body: => T): T = {
-      val cpu = cpuNow()
+      val cpu = cpuNow(workerModule)
       val start = System.nanoTime()
       val result = body
       val nanos = System.nanoTime() - start
-      steps(name) = (nanos, cpuNow() - cpu)
+      steps(name) = (nanos, cpuNow(workerModule) - cpu)
       result
     }
 
@@ -175,9 +176,10 @@ object StateOpsBenchmark {
    * iterates all rows, removes the first half and commits. Loads are timed too. Answers are
    * checked after the timed loops, so a wrong provider fails instead of looking fast.
    */
-  def phases(className: String, checkpointDir: String, keys: Int): String = {
+  def phases(className: String, checkpointDir: String, keys: Int,
+      workerModule: String): String = {
     val n = keys.toLong
-    val t = new Timings
+    val t = new Timings(workerModule)
     val rows = new Rows
     val provider = t("init")(open(className, checkpointDir, 0, UUID.randomUUID()))
     try {
@@ -211,11 +213,12 @@ object StateOpsBenchmark {
    * (worker start-up is not a state operation). Returns JSON: the wall-clock nanoseconds
    * from the common start to the last task's end, and each task's own nanoseconds.
    */
-  def throughput(className: String, checkpointDir: String, keys: Int, threads: Int): String = {
+  def throughput(className: String, checkpointDir: String, keys: Int, threads: Int,
+      workerModule: String): String = {
     val runId = UUID.randomUUID()
     val providers = (0 until threads).map(p => open(className, checkpointDir, p, runId))
     val pool = Executors.newFixedThreadPool(threads)
-    val t = new Timings
+    val t = new Timings(workerModule)
     try {
       providers.foreach(_.getStore(0).abort())
       val go = new CountDownLatch(1)
