@@ -2,9 +2,15 @@
 
 Who deletes a file: only `collect_garbage`, and only a file that this store owns and that
 either (a) was referenced by a record it just removed for falling out of retention and is
-referenced by no retained record, or (b) is referenced by no record at all and is older
-than the orphan margin (the leftovers of crashed or losing attempts). In-flight uploads are
-younger than the margin, so nothing that a commit in progress still needs is touched.
+referenced by no retained record, or (b) is referenced by no record at all and entered
+durable storage before the orphan margin (the leftovers of crashed or losing attempts), or
+(c) belongs to an earlier query of the same checkpoint path (a reset checkpoint) that has
+been idle for the orphan margin. In-flight uploads are younger than the margin, so nothing
+that a commit or upload in progress still needs is touched.
+
+Where a store lives: `<base>/query-<query id>/`. The base is fixed by the checkpoint path
+(and rootUrl); the query id changes when a user resets the checkpoint, so a new query never
+sees, and never adopts, the records of an earlier one.
 """
 
 from __future__ import annotations
@@ -14,7 +20,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CorruptFileError, ForeignCheckpointError, VersionNotFoundError
+from .errors import (
+    CorruptFileError,
+    ForeignCheckpointError,
+    StateStoreError,
+    VersionNotFoundError,
+)
 from .manifest import (
     FILES_DIR,
     MANIFEST_DIR,
@@ -33,6 +44,11 @@ from .storage import Storage
 
 # Names Spark's own providers leave in a store directory.
 _FOREIGN_SUFFIXES = (".delta", ".snapshot", ".changelog", ".zip")
+QUERY_DIR_PREFIX = "query-"
+
+
+def query_dir(query_id: str) -> str:
+    return f"{QUERY_DIR_PREFIX}{query_id}"
 
 
 @dataclass
@@ -58,6 +74,7 @@ class GcPlan:
     expired_snapshots: list[int] = field(default_factory=list)
     garbage: list[str] = field(default_factory=list)  # files/ names
     orphans: list[str] = field(default_factory=list)  # paths relative to the store root
+    stale_queries: list[str] = field(default_factory=list)  # query dirs beside this one
 
     @property
     def files_deleted(self) -> int:
@@ -65,11 +82,16 @@ class GcPlan:
 
 
 class Checkpoint:
-    """The durable side of one store: its root holds manifests/, snapshots/ and files/."""
+    """The durable side of one store: its root holds manifests/, snapshots/ and files/.
 
-    def __init__(self, storage: Storage, store_name: str) -> None:
+    `base` is the directory that holds this query's root beside those of earlier queries of
+    the same checkpoint path (None when the root is not namespaced by query).
+    """
+
+    def __init__(self, storage: Storage, store_name: str, base: Storage | None = None) -> None:
         self.storage = storage
         self.store_name = store_name
+        self.base = base
         # Records are immutable once published, so a parsed record never goes stale.
         self._manifests: dict[int, Manifest] = {}
         self._snapshots: dict[int, SnapshotDescriptor] = {}
@@ -85,10 +107,9 @@ class Checkpoint:
     def read_manifest(self, version: int) -> Manifest:
         if version not in self._manifests:
             where = f"manifest of version {version} of {self.store_name} ({manifest_path(version)})"
-            try:
-                data = self.storage.fs.cat_file(self.storage.path(manifest_path(version)))
-            except FileNotFoundError:
-                raise self._missing(version) from None
+            data = self.storage.read_if_exists(manifest_path(version))
+            if data is None:
+                raise self._missing(version)
             manifest = Manifest.from_json(data, where)
             if manifest.version != version:
                 raise CorruptFileError(f"{where} describes version {manifest.version}")
@@ -117,22 +138,45 @@ class Checkpoint:
 
     def refuse_foreign_state(self) -> None:
         """Fails if Spark's own providers wrote this directory: we cannot read their format."""
-        foreign = [n for n in self.storage.list_names("") if n.endswith(_FOREIGN_SUFFIXES)]
+        where = self.base or self.storage
+        foreign = [n for n in where.list_names("") if n.endswith(_FOREIGN_SUFFIXES)]
         if foreign:
             raise ForeignCheckpointError(
-                f"{self.storage.url} holds state written by another state store provider "
+                f"{where.url} holds state written by another state store provider "
                 f"(found {', '.join(foreign[:3])}); this provider cannot read it. Run the query "
                 "with the provider that wrote the checkpoint, or start from a new checkpoint."
             )
 
     def plan_load(self, version: int) -> LoadPlan:
-        """The cheapest way to `version`: the newest published snapshot not after it."""
+        """The cheapest way to `version`: from the newest snapshot that may serve it."""
+        return self.load_plans(version)[0]
+
+    def load_plans(self, version: int) -> list[LoadPlan]:
+        """Every way to rebuild `version`, cheapest first: each published snapshot that may
+        serve its manifest (same lineage, not before its base), newest first, then none at
+        all if the base is the empty store. A loader falls back along this list when a
+        snapshot turns out unreadable."""
         manifest = self.read_manifest(version)
-        base = manifest.snapshot_version
-        later = [s for s in self.snapshot_versions() if (base or 0) <= s <= version]
-        start = max(later) if later else base
-        snapshot = None if start is None else self.read_snapshot(start)
-        return LoadPlan(manifest, snapshot, manifest.changelogs_after(start))
+        base = manifest.snapshot_version or 0
+        plans = []
+        for s in sorted(self.snapshot_versions(), reverse=True):
+            if base <= s <= version:
+                snapshot = self._snapshot_if_readable(s)
+                if snapshot is not None and manifest.can_start_from(snapshot):
+                    plans.append(LoadPlan(manifest, snapshot, manifest.changelogs_after(s)))
+        if manifest.snapshot_version is None:
+            plans.append(LoadPlan(manifest, None, manifest.changelogs))
+        if not plans:
+            raise CorruptFileError(
+                f"version {version} of {self.store_name} cannot be loaded: its base snapshot "
+                f"{snapshot_path(base)} is missing or unreadable at {self.storage.url}")
+        return plans
+
+    def _snapshot_if_readable(self, version: int) -> SnapshotDescriptor | None:
+        try:
+            return self.read_snapshot(version)
+        except CorruptFileError:
+            return None  # deleted by GC meanwhile, or damaged: another plan may serve
 
     # ---- writing records ----------------------------------------------------------------
 
@@ -142,7 +186,8 @@ class Checkpoint:
         return Changelog(version, FileRef(name, written.size, written.checksum))
 
     def upload_snapshot(self, version: int, checkpoint_dir: Path, reusable: dict[str, FileRef],
-                        num_keys: int, full: bool) -> tuple[SnapshotDescriptor, UploadStats]:
+                        num_keys: int, full: bool,
+                        lineage: str) -> tuple[SnapshotDescriptor, UploadStats]:
         """Turns a local RocksDB checkpoint into a descriptor (not yet published).
 
         Incremental: an SST already durable (`reusable`, keyed by local name) is referenced,
@@ -169,10 +214,18 @@ class Checkpoint:
             files.append(ref)
             stats.files_uploaded, stats.bytes_uploaded = (stats.files_uploaded + 1,
                                                           stats.bytes_uploaded + ref.size)
-        return SnapshotDescriptor(version, files, num_keys, full), stats
+        return SnapshotDescriptor(version, files, num_keys, full, lineage), stats
 
     def publish_manifest(self, manifest: Manifest) -> bool:
-        """Makes the version visible; False if another attempt published it first."""
+        """Makes the version visible; False if another attempt published it first.
+
+        A manifest whose chain is not contiguous from its base would make its version (and
+        every later one) unloadable once GC removes what it skipped: never published.
+        """
+        gap = manifest.chain_gap()
+        if gap is not None:
+            raise StateStoreError(f"refusing to publish a broken manifest of {self.store_name}: "
+                                  f"{gap}")
         return self.storage.publish(manifest_path(manifest.version), manifest.to_json())
 
     def publish_snapshot(self, descriptor: SnapshotDescriptor) -> bool:
@@ -205,11 +258,7 @@ class Checkpoint:
         """What `collect_garbage` would delete now (also the dry run of `state-store inspect`)."""
         versions, snapshots = self.versions(), self.snapshot_versions()
         retained = versions[-min_versions_to_retain:] if min_versions_to_retain > 0 else versions
-        oldest = retained[0] if retained else None
-        bases = {self.read_manifest(v).snapshot_version for v in retained}
-        keep_snapshots = [
-            s for s in snapshots if s in bases or (oldest is not None and s >= oldest)
-        ]
+        keep_snapshots = [s for s in snapshots if self._snapshot_needed(s, retained)]
         plan = GcPlan(
             expired_manifests=[v for v in versions if v not in retained],
             expired_snapshots=[s for s in snapshots if s not in keep_snapshots],
@@ -220,8 +269,39 @@ class Checkpoint:
             f.name for f in expired.values() if f.owner is Owner.OWNED and f.name not in live
         )
         known = set(live) | set(expired)
-        plan.orphans = self._orphans(known, time.time() - orphan_margin_s)
+        cutoff = time.time() - orphan_margin_s
+        plan.orphans = self._orphans(known, cutoff)
+        plan.stale_queries = self.stale_queries(cutoff)
         return plan
+
+    def _snapshot_needed(self, version: int, retained: list[int]) -> bool:
+        """A snapshot stays while a retained version may start from it, or while it may be
+        the base of a version still being committed (newer than every retained one)."""
+        if not retained or version > retained[-1]:
+            return True
+        try:
+            snapshot = self.read_snapshot(version)
+        except CorruptFileError:
+            return True  # unreadable: what it references is unknown, so keep deciding nothing
+        return any(self.read_manifest(v).can_start_from(snapshot) for v in retained)
+
+    def stale_queries(self, idle_before: float) -> list[str]:
+        """Roots of earlier queries of this checkpoint path (it was reset), idle since before
+        `idle_before`: nothing of them is ever read again."""
+        if self.base is None:
+            return []
+        own = self.storage.path("").rstrip("/").rsplit("/", 1)[-1]
+        stale = []
+        for name in self.base.list_dirs(""):
+            if (name.startswith(QUERY_DIR_PREFIX) and name != own
+                    and self._last_activity(self.base.child(name)) < idle_before):
+                stale.append(name)
+        return stale
+
+    @staticmethod
+    def _last_activity(root: Storage) -> float:
+        times = [t for d in (MANIFEST_DIR, SNAPSHOT_DIR) for t in root.list_entered(d).values()]
+        return max(times or root.list_entered(FILES_DIR).values() or [0.0])
 
     def collect_garbage(self, min_versions_to_retain: int, orphan_margin_s: float) -> GcPlan:
         plan = self.plan_garbage(min_versions_to_retain, orphan_margin_s)
@@ -236,6 +316,9 @@ class Checkpoint:
             self.storage.delete(file_path(name))
         for rel in plan.orphans:
             self.storage.delete(rel)
+        for name in plan.stale_queries:
+            assert self.base is not None
+            self.base.delete_tree(name)
         return plan
 
     def _files_of(self, versions: list[int], snapshots: list[int]) -> dict[str, FileRef]:
@@ -243,19 +326,21 @@ class Checkpoint:
         for v in versions:
             files.update((c.file.name, c.file) for c in self.read_manifest(v).changelogs)
         for s in snapshots:
-            files.update((f.name, f) for f in self.read_snapshot(s).files)
+            snapshot = self._snapshot_if_readable(s)
+            if snapshot is not None:
+                files.update((f.name, f) for f in snapshot.files)
         return files
 
     def _orphans(self, referenced: set[str], older_than: float) -> list[str]:
         """Our files no record names, and interrupted publishes, written before the cutoff."""
         orphans = [
-            f"{FILES_DIR}/{name}" for name, mtime in self.storage.list_modified(FILES_DIR).items()
+            f"{FILES_DIR}/{name}" for name, mtime in self.storage.list_entered(FILES_DIR).items()
             if name not in referenced and mtime < older_than
         ]
         for directory in (MANIFEST_DIR, SNAPSHOT_DIR):
             orphans += [
                 f"{directory}/{name}"
-                for name, mtime in self.storage.list_modified(directory).items()
+                for name, mtime in self.storage.list_entered(directory).items()
                 if name.endswith(".tmp") and mtime < older_than
             ]
         return sorted(orphans)

@@ -62,9 +62,9 @@ def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: f
                  as_json: bool) -> int:
     from .checkpoint import Checkpoint
     from .inspect import describe_store, find_store_roots, format_report
-    from .storage import Storage
+    from .storage import open_storage
 
-    storage = Storage(root, storage_options)
+    storage = open_storage(root, storage_options)
     stores = find_store_roots(storage)
     if not stores:
         Checkpoint(storage, root).refuse_foreign_state()
@@ -72,7 +72,7 @@ def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: f
         return 1
     for rel in stores:
         url = f"{storage.url}/{rel}" if rel else storage.url
-        report = describe_store(Checkpoint(Storage(url, storage_options), url), retain,
+        report = describe_store(Checkpoint(open_storage(url, storage_options), url), retain,
                                 orphan_margin)
         print(json.dumps(report.to_dict()) if as_json else format_report(report))
     return 0

@@ -10,6 +10,7 @@ publish race) sets it to None and the next load rebuilds from durable storage.
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from rocksdict import ColumnFamily, Options, Rdict, WriteBatch, WriteOptions
 
 from . import records
 from .checkpoint import Checkpoint, UploadStats
-from .errors import StateStoreError
+from .errors import CorruptFileError, StateStoreError
 from .manifest import Changelog, Manifest
 from .memory import RocksMemory
 from .options import StoreOptions
@@ -71,18 +72,26 @@ def _rocks_options(opts: StoreOptions, memory: RocksMemory | None) -> Options:
     return o
 
 
+# Recorded in manifests when key counting is off: the count is unknown, not zero.
+UNTRACKED = -1
+
+
 class VersionedStore:
     def __init__(self, name: str, checkpoint: Checkpoint, local_dir: Path,
-                 opts: StoreOptions, uploads: Executor, memory: RocksMemory | None = None) -> None:
+                 opts: StoreOptions, uploads: Executor, memory: RocksMemory | None = None,
+                 writer: str = "") -> None:
         self.name = name
         self.checkpoint = checkpoint
         self.local_dir = local_dir
         self.opts = opts
         self.memory = memory  # shared with the worker's other stores; None = RocksDB defaults
+        self.writer = writer  # recorded in the manifests this store publishes
+        # The upload thread reports into the metrics while a load may start a new batch's.
+        self._metrics_lock = threading.Lock()
         self.metrics = Metrics()
         self.failures: list[str] = []  # snapshot uploads that failed since the last load
         self.snapshots = Snapshotter(checkpoint, local_dir / "scratch", uploads,
-                                     on_published=lambda st: self.metrics.add_upload(st),
+                                     on_published=self._snapshot_published,
                                      on_failed=self._snapshot_failed)
         self.db: Rdict | None = None
         self.cfs: dict[str, Rdict] = {}
@@ -111,7 +120,8 @@ class VersionedStore:
         return False
 
     def _catch_up(self, version: int) -> bool:
-        """Replays only the missing changelogs when the clean working copy is behind."""
+        """Replays only the missing changelogs when the clean working copy is behind (another
+        writer committed the versions in between)."""
         current = self.loaded_version
         if current is None or self.pending or version < current:
             return False
@@ -119,33 +129,64 @@ class VersionedStore:
         missing = manifest.changelogs_after(current)
         if len(missing) != version - current:
             return False  # the chain starts after our version: rebuild from a snapshot
+        base = None
+        if manifest.snapshot_version is not None:
+            try:
+                base = self.checkpoint.read_snapshot(manifest.snapshot_version)
+            except CorruptFileError:
+                return False  # gone meanwhile: rebuild from what the manifest can still use
+        self.loaded_version = None  # until the replay is complete, the copy is neither
         for changelog in missing:
             self._apply(self.checkpoint.read_changelog(changelog), count_keys=False)
             self.metrics.replayed_versions += 1
-        self.num_keys, self.manifest, self.loaded_version = manifest.num_keys, manifest, version
+        # The next version's chain must reach back to a base its manifest can name: the
+        # other writer's, unless ours is newer (then it is in that writer's history too).
+        self.snapshots.adopt(base, only_if_newer=True)
+        self.manifest, self.loaded_version = manifest, version
+        self.num_keys = self._counted(manifest)
         return True
 
     def _rebuild(self, version: int) -> None:
         self.snapshots.drain()
         self._close_db()
-        plan = None if version == 0 else self.checkpoint.plan_load(version)
-        if plan is None:
+        if version == 0:
             self.checkpoint.refuse_foreign_state()
+            plans = [None]
+        else:
+            plans = self.checkpoint.load_plans(version)
         shutil.rmtree(self.local_dir, ignore_errors=True)
         self.local_dir.mkdir(parents=True)
-        db_dir = self.local_dir / f"db-{uuid.uuid4().hex}"
-        if plan and plan.snapshot:
-            self.checkpoint.download_snapshot(plan.snapshot, db_dir)
+        for i, plan in enumerate(plans):
+            db_dir = self.local_dir / f"db-{uuid.uuid4().hex}"
+            try:
+                if plan is not None and plan.snapshot is not None:
+                    self.checkpoint.download_snapshot(plan.snapshot, db_dir)
+                break
+            except CorruptFileError:
+                shutil.rmtree(db_dir, ignore_errors=True)
+                if i == len(plans) - 1:
+                    raise  # no older snapshot to fall back to: the error names the file
         self._open_db(db_dir)
         self.snapshots.adopt(plan.snapshot if plan else None)
         for changelog in plan.changelogs if plan else []:
             self._apply(self.checkpoint.read_changelog(changelog), count_keys=False)
             self.metrics.replayed_versions += 1
         self.pending.clear()
-        self.num_keys = plan.manifest.num_keys if plan else 0
         self.manifest = plan.manifest if plan else None
+        self.num_keys = self._counted(self.manifest)
         self.loaded_version = version
         self.metrics.rebuilds += 1
+
+    def _counted(self, manifest: Manifest | None) -> int:
+        """The key count of a freshly loaded version: the manifest's, unless it was written
+        with counting off and counting is on now (then count once)."""
+        if not self.opts.track_num_keys:
+            return UNTRACKED
+        if manifest is None:
+            return 0
+        if manifest.num_keys != UNTRACKED:
+            return manifest.num_keys
+        return sum(1 for cf in self.cfs for _ in self.scan(cf, None, None, None))
 
     def _open_db(self, db_dir: Path) -> None:
         options = _rocks_options(self.opts, self.memory)
@@ -203,7 +244,7 @@ class VersionedStore:
     def write(self, payload: bytes) -> None:
         self._require_loaded()
         try:
-            self._apply(payload, count_keys=self.opts.track_num_keys)
+            self._apply(payload, count_keys=self.num_keys != UNTRACKED)
         except Exception:
             self.loaded_version = None  # partially applied: the working copy is unknown
             raise
@@ -305,11 +346,17 @@ class VersionedStore:
             self.snapshots.drain()
             chain = self._chain_with(changelog)
             if self._beyond_replay_bound(chain):
-                self.snapshots.take_now(self._db(), new_version, self.num_keys)
+                # Published before the manifest (the manifest names it), so it carries this
+                # attempt's lineage: if the attempt loses, no winner ever starts from it.
+                self.snapshots.take_now(self._db(), new_version, self.num_keys,
+                                        changelog.file.name)
                 self.metrics.forced_snapshots += 1
                 chain = self._chain_with(changelog)
-        manifest = Manifest(new_version, self.snapshots.latest, chain, self.num_keys,
-                            self.column_families())
+        base = self.snapshots.base
+        manifest = Manifest(new_version, None if base is None else base.version, chain,
+                            self.num_keys, self.column_families(),
+                            base_lineage="" if base is None else base.lineage,
+                            writer=self.writer)
         if not self.checkpoint.publish_manifest(manifest):
             # Another attempt of this batch published first; its files are the version now.
             self.checkpoint.discard_unpublished([changelog.file])
@@ -320,7 +367,7 @@ class VersionedStore:
         self.loaded_version, self.manifest = new_version, manifest
         self.pending.clear()
         if len(chain) >= self.opts.snapshot_interval and not self.snapshots.in_flight():
-            self.snapshots.start(self._db(), new_version, self.num_keys)
+            self.snapshots.start(self._db(), new_version, self.num_keys, manifest.lineage)
         self.metrics.commits += 1
         self.metrics.commit_ms += (time.perf_counter() - started) * 1000
         return {"published": True, "num_keys": self.num_keys}
@@ -345,13 +392,30 @@ class VersionedStore:
         snapshot (the final checkpoint), so it loads with no replay. A dirty working copy
         (an uncommitted batch) is not snapshotted: only committed state is ever written."""
         self.snapshots.drain()
+        if self.snapshots.latest != self.loaded_version:
+            self.snapshot_now()
+
+    def snapshot_now(self, full: bool = False) -> None:
+        """Snapshots the loaded committed version on this thread; `full` references no
+        earlier file (every file becomes this snapshot's own, through duplicate())."""
         version = self.loaded_version
-        if version and not self.pending and self.snapshots.latest != version:
-            self.snapshots.take_now(self._db(), version, self.num_keys)
+        if version and self.manifest and not self.pending:
+            self.snapshots.take_now(self._db(), version, self.num_keys, self.manifest.lineage,
+                                    full)
+
+    def reset_metrics(self) -> None:
+        """Starts the counters of a new batch (customMetrics report per batch)."""
+        with self._metrics_lock:
+            self.metrics = Metrics()
+
+    def _snapshot_published(self, stats: UploadStats) -> None:
+        with self._metrics_lock:
+            self.metrics.add_upload(stats)
 
     def _snapshot_failed(self, message: str) -> None:
-        self.metrics.snapshot_failures += 1
-        self.failures.append(message)
+        with self._metrics_lock:
+            self.metrics.snapshot_failures += 1
+            self.failures.append(message)
 
     def _db(self) -> Rdict:
         assert self.db is not None

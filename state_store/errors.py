@@ -23,3 +23,7 @@ class ForeignCheckpointError(StateStoreError):
 
 class ProtocolError(StateStoreError):
     """The shim sent a frame the worker cannot parse."""
+
+
+class UnsupportedStorageError(StateStoreError):
+    """The durable root is on a filesystem that cannot publish a file atomically."""

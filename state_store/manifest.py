@@ -63,12 +63,19 @@ class Changelog:
 
 @dataclass(frozen=True)
 class SnapshotDescriptor:
-    """A complete RocksDB checkpoint of one version."""
+    """A complete RocksDB checkpoint of one version.
+
+    `lineage` names the attempt whose state it captures: the changelog file of its version
+    in the manifest that attempt published. Two attempts of one batch write different
+    changelogs, so a snapshot of a losing attempt never matches the winner's manifest
+    (see `Manifest.can_start_from`).
+    """
 
     version: int
     files: list[FileRef]
     num_keys: int
     full: bool = False  # forced full: references no file of an earlier snapshot
+    lineage: str = ""
     format_version: int = FORMAT_VERSION
     kind: str = KIND
 
@@ -82,6 +89,7 @@ class SnapshotDescriptor:
             return SnapshotDescriptor(
                 version=int(raw["version"]), files=[_file_ref(f) for f in raw["files"]],
                 num_keys=int(raw["num_keys"]), full=bool(raw["full"]),
+                lineage=str(raw.get("lineage", "")),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptFileError(f"{where} is not a valid snapshot descriptor: {e!r}") from e
@@ -89,16 +97,52 @@ class SnapshotDescriptor:
 
 @dataclass(frozen=True)
 class Manifest:
+    """A committed version: its base snapshot plus the changelogs that follow it.
+
+    Invariant (checked by `chain_gap`, enforced where a manifest is published): the chain
+    holds every version after the base, in order, ending with this version's own changelog;
+    a manifest whose base is its own version holds just its own changelog.
+    """
+
     version: int
-    snapshot_version: int | None  # the base: the newest snapshot published at commit time
-    changelogs: list[Changelog]  # every version after the base, in order, up to `version`
+    snapshot_version: int | None  # the base snapshot, None = the empty store
+    changelogs: list[Changelog]
     num_keys: int
     column_families: list[str] = field(default_factory=list)
+    base_lineage: str = ""  # the base snapshot's lineage: only that snapshot may serve
+    writer: str = ""  # the JVM and worker that published it (for people and tests)
     format_version: int = FORMAT_VERSION
     kind: str = KIND
 
     def changelogs_after(self, version: int | None) -> list[Changelog]:
         return [c for c in self.changelogs if version is None or c.version > version]
+
+    @property
+    def lineage(self) -> str:
+        """The attempt that published this version: the name of its own changelog."""
+        return self.changelogs[-1].file.name
+
+    def lineage_of(self, version: int) -> str | None:
+        """The lineage a snapshot of `version` must carry to serve this manifest."""
+        if version == self.snapshot_version:
+            return self.base_lineage
+        return next((c.file.name for c in self.changelogs if c.version == version), None)
+
+    def can_start_from(self, snapshot: SnapshotDescriptor) -> bool:
+        """Whether loading this version may start from `snapshot` (then replay the rest)."""
+        base = self.snapshot_version or 0
+        return (base <= snapshot.version <= self.version
+                and snapshot.lineage == self.lineage_of(snapshot.version))
+
+    def chain_gap(self) -> str | None:
+        """What breaks the chain invariant, or None when it holds."""
+        base = self.snapshot_version or 0
+        got = [c.version for c in self.changelogs]
+        want = [self.version] if base == self.version else list(range(base + 1, self.version + 1))
+        if got != want:
+            return (f"version {self.version} on base {self.snapshot_version} needs changelogs "
+                    f"{want}, has {got}")
+        return None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -116,6 +160,8 @@ class Manifest:
                 ],
                 num_keys=int(raw["num_keys"]),
                 column_families=list(raw["column_families"]),
+                base_lineage=str(raw.get("base_lineage", "")),
+                writer=str(raw.get("writer", "")),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptFileError(f"{where} is not a valid manifest: {e!r}") from e

@@ -84,6 +84,9 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("memoryBoundMB", "", _non_negative_int, "512", "an integer >= 0",
                "Executor-wide bound on RocksDB memory (block cache, index/filter blocks and "
                "memtables of all stores), split across the workers; 0 = per-store defaults."),
+    OptionSpec("requestTimeoutSeconds", "", _positive_int, "600", "an integer >= 1",
+               "Deadline of one request to a worker: past it the task fails naming the worker, "
+               "the request and the store, and the worker is killed and replaced."),
     OptionSpec("localDir", "", _text, "", "a local directory",
                "Where workers keep sockets and working RocksDB copies; default: java.io.tmpdir."),
     OptionSpec("rootUrl", "root_url", _text, "", "an fsspec URL or local path",

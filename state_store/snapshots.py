@@ -1,12 +1,20 @@
-"""Snapshots of a store's working copy: taken at commit, uploaded off the commit path.
+"""Snapshots of a store's working copy, and the base every new version builds on.
+
+This module owns "which snapshot is the base of the next version": `Snapshotter.base` is
+the newest published snapshot the working copy's lineage may build on. It changes only
+when the working copy is rebuilt from a snapshot (`adopt`), when it catches up to a
+manifest of another writer (`adopt` of that manifest's base, if newer), and when one of
+its own snapshots is published. A snapshot's lineage (manifest.SnapshotDescriptor) is that
+of the committed version it captures, so a snapshot is only ever used with the manifest
+of the attempt that made it.
 
 A snapshot starts as a local RocksDB checkpoint taken right after a commit, while the
 working copy equals the committed version (a flush plus hard links: cost proportional to
 the memtable, not to the state). Its upload then runs on the worker's upload thread, so
 the commit returns at once; the version becomes loadable from the snapshot when its
-descriptor is published. Invariant: `reusable` only ever holds files of the newest
-published snapshot, which every retained version can reach, so garbage collection cannot
-have deleted a file an incremental snapshot references.
+descriptor is published. Invariant: `reusable` only ever holds files of the base, which
+every retained version built on it can reach, so garbage collection cannot have deleted a
+file an incremental snapshot references.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocksdict import Checkpoint as RocksCheckpoint
@@ -23,6 +32,15 @@ from rocksdict import Rdict
 
 from .checkpoint import Checkpoint, UploadStats
 from .manifest import FileRef, SnapshotDescriptor
+
+
+@dataclass(frozen=True)
+class Base:
+    """A published snapshot a new version may name as its base."""
+
+    version: int
+    lineage: str
+    files: dict[str, FileRef]  # by local name: reusable by an incremental upload
 
 
 class Snapshotter:
@@ -35,36 +53,42 @@ class Snapshotter:
         self.on_published = on_published
         self.on_failed = on_failed
         self._lock = threading.Lock()
-        self._latest: int | None = None  # newest published snapshot version known here
-        self._reusable: dict[str, FileRef] = {}
+        self._base: Base | None = None
         self._inflight: Future[None] | None = None
 
     @property
-    def latest(self) -> int | None:
+    def base(self) -> Base | None:
         with self._lock:
-            return self._latest
+            return self._base
 
-    def adopt(self, descriptor: SnapshotDescriptor | None) -> None:
-        """The working copy was restored from `descriptor`: its SSTs are durable already."""
+    @property
+    def latest(self) -> int | None:
+        """The base's version (None: the empty store)."""
+        base = self.base
+        return None if base is None else base.version
+
+    def adopt(self, descriptor: SnapshotDescriptor | None, only_if_newer: bool = False) -> None:
+        """The working copy's lineage may build on `descriptor` (None: on nothing)."""
         with self._lock:
-            if descriptor is None:
-                self._latest, self._reusable = None, {}
-            else:
-                self._latest = descriptor.version
-                self._reusable = {f.local_name: f for f in descriptor.files}
+            if only_if_newer and descriptor is not None and self._base is not None \
+                    and self._base.version >= descriptor.version:
+                return
+            self._base = None if descriptor is None else _base_of(descriptor)
 
     def in_flight(self) -> bool:
         return self._inflight is not None and not self._inflight.done()
 
-    def start(self, db: Rdict, version: int, num_keys: int) -> None:
+    def start(self, db: Rdict, version: int, num_keys: int, lineage: str) -> None:
         """Checkpoints the working copy now; uploads and publishes it in the background."""
         local = self._local_checkpoint(db)
-        self._inflight = self.uploads.submit(self._upload, local, version, num_keys, False)
+        self._inflight = self.uploads.submit(self._upload, local, version, num_keys, lineage,
+                                             False)
 
-    def take_now(self, db: Rdict, version: int, num_keys: int, full: bool = False) -> None:
+    def take_now(self, db: Rdict, version: int, num_keys: int, lineage: str,
+                 full: bool = False) -> None:
         """A snapshot on the caller's thread (a replay bound reached, or the final one)."""
         self.drain()
-        self._upload(self._local_checkpoint(db), version, num_keys, full)
+        self._upload(self._local_checkpoint(db), version, num_keys, lineage, full)
 
     def drain(self) -> None:
         """Waits for the upload in flight, if any. Its failure was recorded, not raised."""
@@ -78,12 +102,13 @@ class Snapshotter:
         RocksCheckpoint(db).create_checkpoint(str(target))
         return target
 
-    def _upload(self, local: Path, version: int, num_keys: int, full: bool) -> None:
+    def _upload(self, local: Path, version: int, num_keys: int, lineage: str,
+                full: bool) -> None:
         try:
-            with self._lock:
-                reusable = dict(self._reusable)
+            base = self.base
+            reusable = dict(base.files) if base is not None else {}
             descriptor, stats = self.checkpoint.upload_snapshot(
-                version, local, reusable, num_keys, full)
+                version, local, reusable, num_keys, full, lineage)
             if self.checkpoint.publish_snapshot(descriptor):
                 self._record(descriptor, stats)
             else:  # another attempt published this version's snapshot first
@@ -97,7 +122,11 @@ class Snapshotter:
 
     def _record(self, descriptor: SnapshotDescriptor, stats: UploadStats) -> None:
         with self._lock:
-            if self._latest is None or descriptor.version >= self._latest:
-                self._latest = descriptor.version
-                self._reusable = {f.local_name: f for f in descriptor.files}
+            if self._base is None or descriptor.version >= self._base.version:
+                self._base = _base_of(descriptor)
         self.on_published(stats)
+
+
+def _base_of(descriptor: SnapshotDescriptor) -> Base:
+    return Base(descriptor.version, descriptor.lineage,
+                {f.local_name: f for f in descriptor.files})

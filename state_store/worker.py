@@ -16,17 +16,18 @@ import socket
 import sys
 import threading
 import traceback
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 from . import options as options_mod
-from .checkpoint import Checkpoint
-from .engine import Metrics, VersionedStore
+from .checkpoint import Checkpoint, query_dir
+from .engine import VersionedStore
 from .errors import ProtocolError
 from .memory import RocksMemory
 from .protocol import HEADER, I32, I64, NO_RESPONSE, U16, U32, Request, ScanMode, Status
-from .storage import Storage
+from .storage import open_storage
 
 _SEND_LIMIT = 1 << 20
 
@@ -56,6 +57,9 @@ class Session:
                 if len(header) < HEADER.size:
                     return  # the shim closed the connection
                 length, kind = HEADER.unpack(header)
+                if length < 1:  # a frame counts its type byte: nothing valid is shorter
+                    self.reply(Status.ERROR, f"malformed frame of length {length}".encode())
+                    return
                 body = reader.read(length - 1)
                 if len(body) != length - 1:
                     return
@@ -115,9 +119,9 @@ class Session:
             self.iterators.pop(U32.unpack_from(body)[0], None)
         elif request is Request.LOAD:
             self.iterators.clear()
-            store.metrics = Metrics()  # customMetrics report per batch: count from each load
+            store.reset_metrics()  # customMetrics report per batch: count from each load
             unchanged = store.load(I64.unpack(body)[0])
-            return _json({"num_keys": store.num_keys, "unchanged": unchanged})
+            return _json({"num_keys": max(store.num_keys, 0), "unchanged": unchanged})
         elif request is Request.COMMIT:
             self.iterators.clear()
             return _json(store.commit(I64.unpack(body)[0]))
@@ -146,16 +150,22 @@ class Session:
 
     def open(self, spec: dict) -> bytes:
         opts = options_mod.store_options(spec["options"])
-        root = opts.root_url.rstrip("/") + "/" + spec["store_path"] if opts.root_url else spec[
-            "store_root"]
+        base_url = (opts.root_url.rstrip("/") + "/" + spec["store_path"] if opts.root_url
+                    else spec["store_root"])
         self.chunk_bytes = opts.iterator_chunk_bytes
-        local = self.data_dir / spec["local_name"]
+        # Unique per session: a reconnect's new session must never share (and so have
+        # deleted under it) the working copy an old session is still closing.
+        local = self.data_dir / f"{spec['local_name']}-{uuid.uuid4().hex[:8]}"
         self.close_store()
-        storage = Storage(root, opts.root_options)
-        self.store = VersionedStore(
-            spec["store_name"], Checkpoint(storage, spec["store_name"]), local, opts, self.uploads,
-            self.memory)
-        return _json({"pid": os.getpid(), "root": root})
+        base = open_storage(base_url, opts.root_options if opts.root_url else None)
+        query_id = spec.get("query_id", "")
+        # Each query of a checkpoint path has its own root (see checkpoint.py).
+        storage = base.child(query_dir(query_id)) if query_id else base
+        checkpoint = Checkpoint(storage, spec["store_name"], base if query_id else None)
+        writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
+        self.store = VersionedStore(spec["store_name"], checkpoint, local, opts, self.uploads,
+                                    self.memory, writer)
+        return _json({"pid": os.getpid(), "root": storage.url})
 
     def close_store(self) -> None:
         self.iterators.clear()
@@ -201,8 +211,9 @@ class Session:
 
     def metrics(self, store: VersionedStore) -> dict:
         counters = {k: round(v) for k, v in vars(store.metrics).items()}
-        return {**counters, "num_keys": store.num_keys, "memory_bytes": store.memory_bytes(),
-                "upload_lag_versions": store.upload_lag()}
+        # Untracked counts report 0, as Spark's RocksDB provider does with counting off.
+        return {**counters, "num_keys": max(store.num_keys, 0),
+                "memory_bytes": store.memory_bytes(), "upload_lag_versions": store.upload_lag()}
 
 
 def _split_cf(body: bytes, offset: int) -> tuple[str, bytes]:
@@ -274,6 +285,10 @@ def main(argv: list[str] | None = None) -> None:
     threading.Thread(target=_watch_parent, args=(sessions, cleanup), daemon=True).start()
     # The shim waits for this line before connecting; nothing else goes to stdout.
     print(f"READY {os.getpid()}", flush=True)
+    # Nobody reads our stdout after READY: whatever prints later (here or in a library)
+    # goes to the stderr log, or a full pipe would wedge the worker.
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
     while True:
         conn, _ = server.accept()

@@ -1,7 +1,7 @@
 """A real filesystem that dies on cue: the crash-injection substrate for durability tests.
 
 `FaultyFileSystem` stores files on local disk like fsspec's LocalFileSystem, but it is not
-one (so Storage takes its generic path, the one S3 takes) and every mutating call counts
+one (so storage takes its conditional-put path, the one S3 takes) and every mutating call counts
 down a fuse. When the fuse reaches zero the call raises `SimulatedCrash` before doing
 anything: the process "died" at exactly that point, and whatever it wrote before stays.
 An optional gate blocks writes until released, to observe work in flight.
@@ -60,6 +60,8 @@ FUSE = Fuse()
 
 class FaultyFileSystem(AbstractFileSystem):
     protocol = PROTOCOL
+    # Its create (`open(path, "xb")` after a crash check) is atomic: storage accepts it.
+    atomic_create = True
     root_marker = "/"
     cachable = False
 
@@ -110,6 +112,14 @@ class FaultyFileSystem(AbstractFileSystem):
     def rm_file(self, path: str) -> None:
         FUSE.tick(f"delete {path}")
         os.remove(path)
+
+    def rm(self, path: str, recursive: bool = False, maxdepth: int | None = None) -> None:
+        if os.path.isdir(path):
+            for name in sorted(os.listdir(path)):
+                self.rm(os.path.join(path, name), recursive=recursive)
+            os.rmdir(path)
+        else:
+            self.rm_file(path)
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
         os.makedirs(path, exist_ok=exist_ok)

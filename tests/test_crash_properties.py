@@ -20,7 +20,7 @@ from state_store.checkpoint import Checkpoint
 from state_store.engine import VersionedStore
 from state_store.manifest import file_path
 from state_store.records import Op
-from state_store.storage import Storage
+from state_store.storage import open_storage
 from test_engine import contents, open_store
 
 KEYS = [f"k{i:02d}".encode() for i in range(12)]
@@ -69,7 +69,7 @@ class World:
             FUSE.disarm()
 
     def checkpoint(self) -> Checkpoint:
-        return Checkpoint(Storage(self.url), "probe")
+        return Checkpoint(open_storage(self.url), "probe")
 
 
 def batch(pairs: list[tuple[bytes, bytes | None]]) -> tuple[bytes, dict[bytes, bytes | None]]:

@@ -14,12 +14,12 @@ from state_store.errors import CorruptFileError, ForeignCheckpointError, Version
 from state_store.manifest import manifest_path
 from state_store.options import StoreOptions
 from state_store.records import Op
-from state_store.storage import Storage
+from state_store.storage import open_storage
 
 
 def open_store(root: Path | str, local: Path, interval: int = 3, **options: object
                ) -> VersionedStore:
-    checkpoint = Checkpoint(Storage(str(root)), "test-store")
+    checkpoint = Checkpoint(open_storage(str(root)), "test-store")
     opts = StoreOptions(snapshot_interval=interval, **options)  # type: ignore[arg-type]
     return VersionedStore("test-store", checkpoint, local, opts, ThreadPoolExecutor(1))
 
@@ -163,19 +163,38 @@ def test_corrupt_manifest_is_refused(tmp_path: Path) -> None:
         open_store(tmp_path / "root", tmp_path / "b").load(2)
 
 
-@pytest.mark.parametrize("damage", ["zeros", "truncate"])
-def test_corrupt_snapshot_file_is_refused(tmp_path: Path, damage: str) -> None:
-    store = open_store(tmp_path / "root", tmp_path / "a", interval=2)
-    commit_versions(store, 2)
-    store.snapshots.drain()
-    snapshot = store.checkpoint.read_snapshot(2)
-    sst = next(f for f in snapshot.files if f.local_name.endswith(".sst"))
-    path = tmp_path / "root" / "files" / sst.name
+def damage_snapshot_sst(root: Path, snapshot_version: int, damage: str) -> str:
+    """Replaces an SST of a published snapshot with damaged bytes; returns its name."""
+    snapshot = Checkpoint(open_storage(str(root)), "probe").read_snapshot(snapshot_version)
+    # the newest SST: uploaded by this snapshot, not shared with an earlier one
+    sst = max((f for f in snapshot.files if f.local_name.endswith(".sst")),
+              key=lambda f: f.local_name)
+    path = root / "files" / sst.name
     data = path.read_bytes()
     path.unlink()  # a hard link to RocksDB's file: replace it rather than write through it
     path.write_bytes(b"\0" * sst.size if damage == "zeros" else data[: sst.size // 2])
-    with pytest.raises(CorruptFileError, match=rf"snapshot of version 2 .*{sst.name}"):
-        open_store(tmp_path / "root", tmp_path / "b").load(2)
+    return sst.name
+
+
+@pytest.mark.parametrize("damage", ["zeros", "truncate"])
+def test_corrupt_base_snapshot_is_refused_naming_the_file(tmp_path: Path, damage: str) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=2)
+    commit_versions(store, 3, drain=True)  # version 3 is based on snapshot 2
+    assert store.checkpoint.read_manifest(3).snapshot_version == 2
+    name = damage_snapshot_sst(tmp_path / "root", 2, damage)
+    with pytest.raises(CorruptFileError, match=rf"snapshot of version 2 .*{name}"):
+        open_store(tmp_path / "root", tmp_path / "b").load(3)
+
+
+def test_unreadable_newest_snapshot_falls_back_to_an_older_one(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=2)
+    expected = commit_versions(store, 4, drain=True)  # snapshots 2 and 4; 4 is based on 2
+    assert store.checkpoint.snapshot_versions() == [2, 4]
+    damage_snapshot_sst(tmp_path / "root", 4, "truncate")
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(4)  # snapshot 2 plus changelogs 3 and 4
+    assert contents(fresh) == expected[4]
+    assert fresh.snapshots.latest == 2
 
 
 def test_foreign_provider_files_are_refused(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pyrocks_support import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY, pyro
 from state_store.checkpoint import Checkpoint
 from state_store.engine import VersionedStore
 from state_store.options import StoreOptions
-from state_store.storage import Storage
+from state_store.storage import open_storage
 
 
 def store_roots(checkpoint: Path) -> list[Path]:
@@ -23,7 +23,7 @@ def store_roots(checkpoint: Path) -> list[Path]:
 
 
 def replay_at_latest(root: Path, scratch: Path) -> int:
-    checkpoint = Checkpoint(Storage(str(root)), str(root))
+    checkpoint = Checkpoint(open_storage(str(root)), str(root))
     store = VersionedStore(str(root), checkpoint, scratch, StoreOptions(), ThreadPoolExecutor(1))
     store.load(checkpoint.versions()[-1])
     store.close()
@@ -57,7 +57,7 @@ def test_available_now_query_ends_with_a_snapshot_of_its_last_version(
 
 
 def _snapshotted(root: Path) -> bool:
-    checkpoint = Checkpoint(Storage(str(root)), str(root))
+    checkpoint = Checkpoint(open_storage(str(root)), str(root))
     versions = checkpoint.versions()
     return bool(versions) and versions[-1] in checkpoint.snapshot_versions()
 

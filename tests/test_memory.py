@@ -14,7 +14,7 @@ from state_store.engine import VersionedStore
 from state_store.memory import RocksMemory
 from state_store.options import PREFIX, StoreOptions
 from state_store.records import Op
-from state_store.storage import Storage
+from state_store.storage import open_storage
 
 STORES = 12
 BYTES_PER_STORE = 3 << 20  # fits one store's 16 MiB memtable: alone, nothing would flush
@@ -25,7 +25,7 @@ def fill_stores(tmp: Path, memory: RocksMemory | None) -> list[VersionedStore]:
     uploads = ThreadPoolExecutor(1)
     for i in range(STORES):
         name = f"store-{i}"
-        store = VersionedStore(name, Checkpoint(Storage(str(tmp / "root" / name)), name),
+        store = VersionedStore(name, Checkpoint(open_storage(str(tmp / "root" / name)), name),
                                tmp / "local" / name, StoreOptions(), uploads, memory)
         store.load(0)
         value = bytes(1000)

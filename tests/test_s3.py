@@ -17,7 +17,7 @@ from state_store.engine import VersionedStore
 from state_store.errors import CorruptFileError
 from state_store.options import PREFIX, StoreOptions
 from state_store.spark import PROVIDER_CLASS, PROVIDER_KEY
-from state_store.storage import Storage
+from state_store.storage import Storage, open_storage
 from test_engine import commit_versions, contents
 from test_snapshots import bulk
 
@@ -25,7 +25,7 @@ HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvi
 
 
 def s3_store(s3: S3Endpoint, root: str, local: Path, **options: object) -> VersionedStore:
-    storage = Storage(root, s3.options)
+    storage = open_storage(root, s3.options)
     opts = StoreOptions(**{"snapshot_interval": 2, **options})  # type: ignore[arg-type]
     return VersionedStore("s3-store", Checkpoint(storage, "s3-store"), local, opts,
                           ThreadPoolExecutor(1))
@@ -39,15 +39,15 @@ def record_calls(storage: Storage) -> list[str]:
 
 
 def test_publish_is_put_if_absent(s3: S3Endpoint) -> None:
-    storage = Storage(s3.url(f"publish-{uuid.uuid4().hex}"), s3.options)
-    assert storage.is_s3
+    storage = open_storage(s3.url(f"publish-{uuid.uuid4().hex}"), s3.options)
+    assert storage.kind == "s3"
     assert storage.publish("manifests/1.json", b"first")
     assert not storage.publish("manifests/1.json", b"second")
     assert storage.read("manifests/1.json", "test") == b"first"
 
 
 def test_duplicate_is_a_server_side_copy(s3: S3Endpoint) -> None:
-    storage = Storage(s3.url(f"dup-{uuid.uuid4().hex}"), s3.options)
+    storage = open_storage(s3.url(f"dup-{uuid.uuid4().hex}"), s3.options)
     payload = bytes(range(256)) * 40_000  # 10 MB
     written = storage.write_new("files/source", payload)
     calls = record_calls(storage)
@@ -141,6 +141,6 @@ def test_spark_query_with_state_on_s3_matches_hdfs(
         for key in settings:
             pyrocks_spark.conf.unset(key)
     assert ours == reference and len(ours) == 9
-    storage = Storage(root, s3.options)
+    storage = open_storage(root, s3.options)
     assert storage.fs.glob(f"{storage.root}/*/0/*/default/manifests/*.json")
     assert not list((tmp_path / "ours" / "ckpt" / "state").glob("**/manifests"))

@@ -15,7 +15,7 @@ import pytest
 import faulty_fs
 from faulty_fs import FUSE
 from state_store.manifest import Owner
-from state_store.storage import Storage, StorageError
+from state_store.storage import StorageError, open_storage
 from test_engine import commit_versions, contents, open_store, put
 
 
@@ -74,7 +74,7 @@ def test_forced_full_snapshot_references_nothing_earlier(tmp_path: Path) -> None
     store.load(4)
     store.write(put("extra", "1"))
     store.commit(5)
-    store.snapshots.take_now(store.db, 5, store.num_keys, full=True)  # type: ignore[arg-type]
+    store.snapshot_now(full=True)
     snapshots = [store.checkpoint.read_snapshot(v) for v in store.checkpoint.snapshot_versions()]
     full = [s for s in snapshots if s.full]
     assert len(full) == 1 and full[0].version == 5
@@ -225,7 +225,7 @@ def test_orphans_of_crashed_attempts_are_collected_after_the_margin(tmp_path: Pa
 
 
 def test_transient_storage_errors_are_retried(tmp_path: Path) -> None:
-    storage = Storage(f"{faulty_fs.PROTOCOL}://{tmp_path}/root")
+    storage = open_storage(f"{faulty_fs.PROTOCOL}://{tmp_path}/root")
     FUSE.transient = 2  # two failures, then the backoff's third attempt goes through
     written = storage.write_new("files/a", b"payload")
     assert storage.read_verified("files/a", written, "test") == b"payload"

@@ -1,24 +1,21 @@
-"""Durable storage through fsspec: immutable files, put-if-absent publish, checksummed reads.
+"""The storage interface every durable root goes through, and what all filesystems share.
 
-Invariants enforced here:
+Invariants enforced here and by each implementation:
   * A data file is written once under a fresh name and never overwritten (`write_new`,
     `upload_new`, `duplicate`).
-  * `publish` is put-if-absent: the first writer of a path wins, a loser learns so from
-    the return value, and a reader never sees a partially written published file.
+  * `publish` is put-if-absent and atomic: the first writer of a path wins, a loser learns
+    so from the return value, and a reader never sees a partially written published file.
+    Each implementation uses its filesystem's native conditional write; a filesystem
+    without one is refused when the storage is opened (see `open_storage`).
   * Every read is checked against the size and checksum recorded when the file was written.
-
-Per-filesystem fast paths: on a local filesystem an upload or a duplicate is a hard link
-(RocksDB never modifies a file it has written, so sharing the inode is safe); on S3 a
-duplicate is a server-side copy. Anything else streams the bytes.
+  * A file's age (`list_entered`) is the time it entered durable storage, never a time
+    copied from its source: orphan collection judges files by it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import time
-import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,11 +24,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
-from .errors import CorruptFileError, StateStoreError
+from ..errors import CorruptFileError, StateStoreError
 
-_CHUNK = 4 << 20
+CHUNK = 4 << 20
 _ATTEMPTS = 5
 _FIRST_BACKOFF_S = 0.05
 # Errors that are answers, not accidents: retrying cannot change them.
@@ -61,18 +57,29 @@ class StorageError(StateStoreError):
 
 
 class Storage:
-    """One durable root (a local path or an fsspec URL) with paths relative to it."""
+    """One durable root (a local path or an fsspec URL) with paths relative to it.
 
-    def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
+    Subclasses provide `publish` (the atomic put-if-absent) and may replace the generic
+    upload and duplicate with their filesystem's fast paths.
+    """
+
+    kind = "generic"
+
+    def __init__(self, url: str, fs: fsspec.AbstractFileSystem, root: str,
+                 options: dict[str, Any]) -> None:
         self.url = url.rstrip("/")
-        self.fs, self.root = fsspec.core.url_to_fs(self.url, **(options or {}))
-        self.is_local = isinstance(self.fs, LocalFileSystem)
-        self.is_s3 = "s3" in _protocols(self.fs)
+        self.fs = fs
+        self.root = root.rstrip("/") or root
+        self.options = options
 
     def path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
 
-    def _retry(self, what: str, op: Callable[[], T]) -> T:
+    def child(self, rel: str) -> Storage:
+        """The same filesystem rooted at `rel` below this root."""
+        return type(self)(f"{self.url}/{rel}", self.fs, self.path(rel), self.options)
+
+    def retry(self, what: str, op: Callable[[], T]) -> T:
         """Runs `op`, retrying transient failures with exponential backoff."""
         for attempt in range(_ATTEMPTS):
             try:
@@ -87,90 +94,61 @@ class Storage:
 
     # ---- writes -------------------------------------------------------------------------
 
-    def _makedirs_for(self, path: str) -> None:
-        if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-
     def write_new(self, rel: str, data: bytes) -> Written:
         """Stores an immutable file under a name the caller made unique (a UUID)."""
         path = self.path(rel)
-        self._makedirs_for(path)
-        if self.is_local:
-            with open(path, "xb") as f:
-                f.write(data)
-        else:
-            self._retry(f"writing {path}", lambda: self.fs.pipe_file(path, data))
+        self.retry(f"writing {path}", lambda: self.fs.pipe_file(path, data))
         return Written(len(data), format_checksum(checksum(data)))
 
     def upload_new(self, local_path: Path, rel: str) -> Written:
-        """Copies a local file to a new immutable durable file (a hard link when local)."""
+        """Copies a local file to a new immutable durable file."""
+        written = local_written(local_path)
         path = self.path(rel)
-        self._makedirs_for(path)
-        crc, size = 0, 0
-        with open(local_path, "rb") as src:
-            while chunk := src.read(_CHUNK):
-                crc, size = checksum(chunk, crc), size + len(chunk)
-        if self.is_local:
-            _link_or_copy(Path(local_path), Path(path))
-        else:
-            self._retry(f"uploading {path}", lambda: self.fs.put_file(str(local_path), path))
-        return Written(size, format_checksum(crc))
+        self.retry(f"uploading {path}", lambda: self.fs.put_file(str(local_path), path))
+        return written
 
     def duplicate(self, src_rel: str, dst_rel: str) -> None:
-        """Makes `dst` a new file with the bytes of `src`, by the cheapest means available."""
+        """Makes `dst` a new file with the bytes of `src`, by the cheapest means available.
+        Here: streamed through this process (the last resort)."""
         src, dst = self.path(src_rel), self.path(dst_rel)
-        self._makedirs_for(dst)
-        if self.is_local:
-            _link_or_copy(Path(src), Path(dst))
-        elif self.is_s3:
-            self._retry(f"copying {src} to {dst}", lambda: self.fs.copy(src, dst))
-        else:
-            self._retry(f"copying {src} to {dst}", lambda: self._stream_copy(src, dst))
+        self.retry(f"copying {src} to {dst}", lambda: self._stream_copy(src, dst))
 
     def _stream_copy(self, src: str, dst: str) -> None:
         with self.fs.open(src, "rb") as r, self.fs.open(dst, "wb") as w:
-            while chunk := r.read(_CHUNK):
+            while chunk := r.read(CHUNK):
                 w.write(chunk)
 
     def publish(self, rel: str, data: bytes) -> bool:
         """Put-if-absent. True if this call published `rel`; False if it already existed."""
-        path = self.path(rel)
-        self._makedirs_for(path)
-        if self.is_local:
-            # Written aside, then linked into place: the link fails if the name exists (the
-            # first publisher wins) and readers only ever see the complete file.
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "xb") as f:
-                f.write(data)
-            try:
-                os.link(tmp, path)
-                return True
-            except FileExistsError:
-                return False
-            finally:
-                os.unlink(tmp)
-        try:
-            self._retry(f"publishing {path}",
-                        lambda: self.fs.pipe_file(path, data, mode="create"))
-            return True
-        except FileExistsError:
-            # A retried put whose first attempt landed also reports "exists": it is ours if
-            # the bytes are ours (every manifest names UUID files, so no two attempts match).
-            return self.fs.cat_file(path) == data
+        raise NotImplementedError
 
     def delete(self, rel: str) -> None:
         path = self.path(rel)
         with contextlib.suppress(FileNotFoundError):
-            self._retry(f"deleting {path}", lambda: self.fs.rm_file(path))
+            self.retry(f"deleting {path}", lambda: self.fs.rm_file(path))
+
+    def delete_tree(self, rel: str) -> None:
+        """Removes a directory and everything under it (a stale query's records)."""
+        path = self.path(rel)
+        with contextlib.suppress(FileNotFoundError):
+            self.retry(f"deleting {path}", lambda: self.fs.rm(path, recursive=True))
 
     # ---- reads --------------------------------------------------------------------------
 
     def read(self, rel: str, what: str) -> bytes:
         path = self.path(rel)
         try:
-            return self._retry(f"reading {path}", lambda: self.fs.cat_file(path))
+            return self.retry(f"reading {path}", lambda: self.fs.cat_file(path))
         except FileNotFoundError as e:
             raise CorruptFileError(f"{what}: file {path} is missing") from e
+
+    def read_if_exists(self, rel: str) -> bytes | None:
+        """The whole file, or None if it does not exist (transient errors are retried)."""
+        path = self.path(rel)
+        try:
+            return self.retry(f"reading {path}", lambda: self.fs.cat_file(path))
+        except FileNotFoundError:
+            return None
 
     def read_verified(self, rel: str, written: Written, what: str) -> bytes:
         """Reads a whole file and checks it; `what` names it in errors (e.g. 'changelog of v3')."""
@@ -193,7 +171,7 @@ class Storage:
         crc, size = 0, 0
         try:
             with self.fs.open(path, "rb") as src, open(local_path, "wb") as dst:
-                while chunk := src.read(_CHUNK):
+                while chunk := src.read(CHUNK):
                     crc, size = checksum(chunk, crc), size + len(chunk)
                     dst.write(chunk)
         except FileNotFoundError as e:
@@ -205,25 +183,42 @@ class Storage:
             )
 
     def list_names(self, rel_dir: str) -> list[str]:
-        return sorted(self.list_modified(rel_dir))
+        return sorted(self.list_entered(rel_dir))
 
-    def list_modified(self, rel_dir: str) -> dict[str, float]:
-        """Names in a directory with their modification times (seconds since the epoch)."""
+    def list_dirs(self, rel_dir: str) -> list[str]:
+        """Names of the directories directly under `rel_dir`."""
+        return sorted(name for name, is_dir in self._entries(rel_dir).items() if is_dir)
+
+    def list_entered(self, rel_dir: str) -> dict[str, float]:
+        """Files in a directory with the time each entered durable storage (epoch seconds)."""
         path = self.path(rel_dir)
         try:
-            entries = self._retry(f"listing {path}",
-                                  lambda: self.fs.ls(path, detail=True, refresh=True))
+            entries = self.retry(f"listing {path}",
+                                 lambda: self.fs.ls(path, detail=True, refresh=True))
         except FileNotFoundError:
             return {}
-        return {
-            str(e["name"]).rstrip("/").rsplit("/", 1)[-1]: _modified(e)
-            for e in entries if e.get("type") != "directory"
-        }
+        return {_name(e): _modified(e) for e in entries if e.get("type") != "directory"}
+
+    def _entries(self, rel_dir: str) -> dict[str, bool]:
+        path = self.path(rel_dir)
+        try:
+            entries = self.retry(f"listing {path}",
+                                 lambda: self.fs.ls(path, detail=True, refresh=True))
+        except FileNotFoundError:
+            return {}
+        return {_name(e): e.get("type") == "directory" for e in entries}
 
 
-def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
-    protocol = fs.protocol
-    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+def local_written(local_path: Path) -> Written:
+    crc, size = 0, 0
+    with open(local_path, "rb") as src:
+        while chunk := src.read(CHUNK):
+            crc, size = checksum(chunk, crc), size + len(chunk)
+    return Written(size, format_checksum(crc))
+
+
+def _name(entry: dict[str, Any]) -> str:
+    return str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
 
 
 def _modified(entry: dict[str, Any]) -> float:
@@ -234,13 +229,3 @@ def _modified(entry: dict[str, Any]) -> float:
         if isinstance(value, (int, float)):
             return float(value)
     return time.time()  # unknown: treat as brand new, so orphan collection never takes it
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except FileExistsError:
-        raise
-    except OSError:  # another device, or links unsupported
-        with open(src, "rb") as r, open(dst, "xb") as w:
-            shutil.copyfileobj(r, w, _CHUNK)

@@ -1,0 +1,68 @@
+"""A durable root on a local (or locally mounted) filesystem.
+
+Publish: the bytes are written aside, then hard-linked into place; `link` fails if the
+name exists, so the first publisher wins and readers only ever see complete files.
+Upload and duplicate are hard links (RocksDB never modifies a file it has written, so
+sharing the inode is safe). A link keeps the inode's old modification time, so each link
+is touched: a file's age must count from when it entered durable storage.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from .base import CHUNK, Storage, Written, checksum, format_checksum, local_written
+
+
+class LocalStorage(Storage):
+    kind = "local"
+
+    def _makedirs_for(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def write_new(self, rel: str, data: bytes) -> Written:
+        path = self.path(rel)
+        self._makedirs_for(path)
+        with open(path, "xb") as f:
+            f.write(data)
+        return Written(len(data), format_checksum(checksum(data)))
+
+    def upload_new(self, local_path: Path, rel: str) -> Written:
+        written = local_written(local_path)
+        path = self.path(rel)
+        self._makedirs_for(path)
+        _link_or_copy(Path(local_path), Path(path))
+        return written
+
+    def duplicate(self, src_rel: str, dst_rel: str) -> None:
+        dst = self.path(dst_rel)
+        self._makedirs_for(dst)
+        _link_or_copy(Path(self.path(src_rel)), Path(dst))
+
+    def publish(self, rel: str, data: bytes) -> bool:
+        path = self.path(rel)
+        self._makedirs_for(path)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "xb") as f:
+            f.write(data)
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        raise
+    except OSError:  # another device, or links unsupported
+        with open(src, "rb") as r, open(dst, "xb") as w:
+            shutil.copyfileobj(r, w, CHUNK)
+    os.utime(dst)  # its age starts now (see the module docstring)

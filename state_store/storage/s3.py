@@ -1,0 +1,58 @@
+"""A durable root on S3 (or an S3-compatible endpoint) through s3fs.
+
+Publish is a conditional put (`If-None-Match: *`). Some S3-compatible endpoints accept the
+header and ignore it, which would let two attempts both publish a version: before its
+first publish, each root probes its endpoint once (create a probe object twice; the second
+must be refused) and refuses to publish on an endpoint that ignores the condition.
+Duplicate is a server-side copy: no byte of the file passes through this process.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+from ..errors import UnsupportedStorageError
+from .conditional import ConditionalPutStorage
+
+_PROBE_DIR = "_pyrocks_probe"
+
+
+class S3Storage(ConditionalPutStorage):
+    kind = "s3"
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self._probe_lock = threading.Lock()
+        self._condition_checked = False
+
+    def publish(self, rel: str, data: bytes) -> bool:
+        self.check_conditional_writes()
+        return super().publish(rel, data)
+
+    def check_conditional_writes(self) -> None:
+        """Fails unless the endpoint refuses a second create of the same object."""
+        with self._probe_lock:
+            if self._condition_checked:
+                return
+            probe = self.path(f"{_PROBE_DIR}/{uuid.uuid4().hex}")
+            self.retry(f"probing {probe}", lambda: self.fs.pipe_file(probe, b"1", mode="create"))
+            try:
+                self.fs.pipe_file(probe, b"2", mode="create")
+                honoured = False
+            except FileExistsError:
+                honoured = True
+            finally:
+                self.delete(probe[len(self.root) + 1:])
+            if not honoured:
+                endpoint = self.options.get("endpoint_url") or "AWS S3"
+                raise UnsupportedStorageError(
+                    f"the S3 endpoint {endpoint} ignores conditional writes (If-None-Match): a "
+                    f"second create of {probe} succeeded. Versions under {self.url} could not be "
+                    "published atomically; use an endpoint that honours If-None-Match "
+                    "(AWS S3, MinIO, recent Ceph) or a local path.")
+            self._condition_checked = True
+
+    def duplicate(self, src_rel: str, dst_rel: str) -> None:
+        src, dst = self.path(src_rel), self.path(dst_rel)
+        self.retry(f"copying {src} to {dst}", lambda: self.fs.copy(src, dst))
