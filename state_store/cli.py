@@ -61,19 +61,16 @@ def options_table() -> str:
 def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: float,
                  as_json: bool) -> int:
     from .checkpoint import Checkpoint
-    from .inspect import describe_store, find_store_roots, format_report
+    from .inspect import describe_root, format_report
     from .storage import open_storage
 
     storage = open_storage(root, storage_options)
-    stores = find_store_roots(storage)
-    if not stores:
+    reports = describe_root(storage, retain, orphan_margin)
+    if not reports:
         Checkpoint(storage, root).refuse_foreign_state()
         print(f"no state of this provider under {root}", file=sys.stderr)
         return 1
-    for rel in stores:
-        url = f"{storage.url}/{rel}" if rel else storage.url
-        report = describe_store(Checkpoint(open_storage(url, storage_options), url), retain,
-                                orphan_margin)
+    for report in reports:
         print(json.dumps(report.to_dict()) if as_json else format_report(report))
     return 0
 

@@ -5,10 +5,11 @@ Read-only: it lists records and plans garbage collection without deleting anythi
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .checkpoint import Checkpoint
+from .checkpoint import QUERY_DIR_PREFIX, Checkpoint
 from .manifest import MANIFEST_DIR, FileRef, Owner
 from .storage import Storage
 
@@ -35,6 +36,10 @@ class SnapshotReport:
 @dataclass
 class StoreReport:
     root: str
+    query_id: str = ""  # the query whose root this is ("" for a root not kept per query)
+    # An earlier query of the same checkpoint path (it was reset): never read again, and
+    # deleted by the current query's GC once idle for the orphan margin.
+    stale: bool = False
     versions: list[VersionReport] = field(default_factory=list)
     snapshots: list[SnapshotReport] = field(default_factory=list)
     owned_bytes: int = 0
@@ -51,6 +56,43 @@ def find_store_roots(storage: Storage) -> list[str]:
     if storage.fs.exists(f"{storage.root}/{MANIFEST_DIR}"):
         found.add(storage.root)
     return sorted(p[len(storage.root):].lstrip("/") for p in found)
+
+
+def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list[StoreReport]:
+    """A report per store root at or under `storage` (a checkpoint, a rootUrl, a store)."""
+    current = _checkpoint_query_id(storage)
+    reports = []
+    for rel in find_store_roots(storage):
+        parent, _, name = rel.rpartition("/")
+        if not name.startswith(QUERY_DIR_PREFIX):
+            reports.append(describe_store(Checkpoint(storage.child(rel) if rel else storage,
+                                                     rel), retain, orphan_margin_s))
+            continue
+        base = storage.child(parent) if parent else storage
+        report = describe_store(Checkpoint(storage.child(rel), rel, base), retain,
+                                orphan_margin_s)
+        report.query_id = name[len(QUERY_DIR_PREFIX):]
+        reports.append(report)
+    by_base: dict[str, list[StoreReport]] = {}
+    for report in reports:
+        if report.query_id:
+            by_base.setdefault(report.root.rsplit("/", 1)[0], []).append(report)
+    for group in by_base.values():
+        live = current if any(r.query_id == current for r in group) else None
+        for report in group:
+            report.stale = live is not None and report.query_id != live
+    return reports
+
+
+def _checkpoint_query_id(storage: Storage) -> str | None:
+    """The query id in `<checkpoint>/metadata`, if `storage` is a Spark checkpoint."""
+    data = storage.read_if_exists("metadata")
+    if data is None:
+        return None
+    try:
+        return str(json.loads(data.splitlines()[0])["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
 
 
 def describe_store(checkpoint: Checkpoint, retain: int, orphan_margin_s: float) -> StoreReport:
@@ -84,13 +126,16 @@ def describe_store(checkpoint: Checkpoint, retain: int, orphan_margin_s: float) 
     gc = checkpoint.plan_garbage(retain, orphan_margin_s)
     report.gc_would_delete = {
         "manifests": gc.expired_manifests, "snapshots": gc.expired_snapshots,
-        "files": gc.garbage, "orphans": gc.orphans,
+        "files": gc.garbage, "orphans": gc.orphans, "stale_queries": gc.stale_queries,
     }
     return report
 
 
 def format_report(report: StoreReport) -> str:
     lines = [f"store {report.root}  ({report.owned_bytes:,} bytes owned)"]
+    if report.stale:
+        lines.append(f"  STALE: query {report.query_id} is an earlier query of this checkpoint "
+                     "path; nothing reads it, the current query's GC deletes it once idle")
     for v in report.versions:
         lines.append(
             f"  version {v.version:>6}  keys {v.num_keys:>10,}  loads from snapshot "
@@ -106,7 +151,8 @@ def format_report(report: StoreReport) -> str:
     gc = report.gc_would_delete
     lines.append(f"  GC would delete: {len(gc['manifests'])} manifests {gc['manifests']}, "
                  f"{len(gc['snapshots'])} snapshots {gc['snapshots']}, {len(gc['files'])} files, "
-                 f"{len(gc['orphans'])} orphans")
+                 f"{len(gc['orphans'])} orphans, "
+                 f"{len(gc['stale_queries'])} earlier queries' roots {gc['stale_queries']}")
     return "\n".join(lines)
 
 

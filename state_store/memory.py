@@ -8,7 +8,11 @@ defaults (an 8 MiB cache and up to two 16 MiB memtables each). The bound, the ex
   - index and filter blocks, charged to the cache instead of living beside it;
   - memtables, charged to the cache by the write-buffer manager, which flushes a store's
     memtable early once all memtables together pass `WRITE_BUFFER_SHARE` of the bound.
-RocksDB enforces it softly: a write is never refused or stalled, it only flushes sooner.
+RocksDB enforces it softly: a write is never refused or stalled, it only flushes sooner,
+and only the store that writes flushes. So memtables stay within half the bound plus, per
+store, what it wrote since it last flushed (at most about one write frame once the budget
+is reached) and one arena block: blocks are kept small (`ARENA_BLOCK_BYTES`), or every open
+store would hold a 1-2 MiB floor of the budget even when idle.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from rocksdict import BlockBasedOptions, Cache, Options, WriteBufferManager
 
 WRITE_BUFFER_SHARE = 0.5  # of the bound, for memtables; the rest caches blocks
+ARENA_BLOCK_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class RocksMemory:
 
     def apply(self, options: Options) -> None:
         options.set_write_buffer_manager(self.write_buffers)
+        options.set_arena_block_size(ARENA_BLOCK_BYTES)
         table = BlockBasedOptions()
         table.set_block_cache(self.cache)
         table.set_cache_index_and_filter_blocks(True)

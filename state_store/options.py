@@ -40,11 +40,17 @@ def _boolean(text: str) -> bool:
     return lowered == "true"
 
 
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise ValueError("must be >= 0")
-    return value
+# Longer than any snapshot upload we expect to see (see orphanMarginSeconds).
+ORPHAN_MARGIN_MIN_S = 600
+
+
+def _at_least(minimum: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text)
+        if not value >= minimum:  # also refuses NaN
+            raise ValueError(f"must be >= {minimum}")
+        return value
+    return parse
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -101,9 +107,13 @@ SPECS: tuple[OptionSpec, ...] = (
                "exceed it waits for (or takes) a snapshot."),
     OptionSpec("maxReplayBytes", "max_replay_bytes", _positive_int, "268435456",
                "an integer >= 1", "Bound on changelog bytes replayed at load, likewise."),
-    OptionSpec("orphanMarginSeconds", "orphan_margin_seconds", _non_negative_float, "3600",
-               "a number >= 0", "Files no record references are deleted once this old "
-               "(leftovers of crashed or losing attempts)."),
+    OptionSpec("orphanMarginSeconds", "orphan_margin_seconds", _at_least(ORPHAN_MARGIN_MIN_S),
+               "3600", f"a number >= {ORPHAN_MARGIN_MIN_S}",
+               "Files no record references are deleted once they entered durable storage this "
+               "long ago (leftovers of crashed or losing attempts; also the idle time after "
+               "which an earlier query's state at a reset checkpoint path is deleted). It must "
+               "exceed the longest snapshot upload, whose files no record names until it is "
+               "published: hence the minimum."),
     OptionSpec("trackTotalNumberOfRows", "track_num_keys", _boolean, "true", "true or false",
                "Count keys exactly (one extra lookup per put/remove) for numRowsTotal."),
     OptionSpec("iteratorChunkBytes", "iterator_chunk_bytes", _positive_int, "1048576",

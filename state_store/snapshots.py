@@ -70,8 +70,8 @@ class Snapshotter:
     def adopt(self, descriptor: SnapshotDescriptor | None, only_if_newer: bool = False) -> None:
         """The working copy's lineage may build on `descriptor` (None: on nothing)."""
         with self._lock:
-            if only_if_newer and descriptor is not None and self._base is not None \
-                    and self._base.version >= descriptor.version:
+            if only_if_newer and self._base is not None and (
+                    descriptor is None or self._base.version >= descriptor.version):
                 return
             self._base = None if descriptor is None else _base_of(descriptor)
 

@@ -19,7 +19,7 @@ from state_store.storage import open_storage
 
 
 def store_roots(checkpoint: Path) -> list[Path]:
-    return sorted(p.parent for p in (checkpoint / "state").glob("*/*/manifests"))
+    return sorted(p.parent for p in (checkpoint / "state").glob("*/*/query-*/manifests"))
 
 
 def replay_at_latest(root: Path, scratch: Path) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -41,18 +42,29 @@ def memtable_bytes(stores: list[VersionedStore]) -> int:
     return sum(s.db.property_int_value("rocksdb.cur-size-all-mem-tables") for s in stores)
 
 
+def settled(stores: list[VersionedStore]) -> None:
+    """Waits until no store has a memtable waiting for or in a flush (a real signal from
+    RocksDB, not a time): what the bound must hold in that state is deterministic."""
+    deadline = time.monotonic() + 120
+    while any(s.db.property_int_value("rocksdb.num-immutable-mem-table")
+              or s.db.property_int_value("rocksdb.num-running-flushes") for s in stores):
+        assert time.monotonic() < deadline, "RocksDB flushes never completed"
+        time.sleep(0.01)
+
+
 def test_stores_together_stay_within_the_bound(tmp_path: Path) -> None:
     memory = RocksMemory.bounded(16)
     assert memory is not None
     bounded = fill_stores(tmp_path / "bounded", memory)
     unbounded = fill_stores(tmp_path / "unbounded", None)
     try:
-        # unbounded, every store keeps its whole batch in its memtable
+        # unbounded, every store keeps its whole batch in its memtable: over 2x the bound
         assert memtable_bytes(unbounded) >= STORES * BYTES_PER_STORE
-        # bounded, the write-buffer manager flushed early (a soft bound: memtables being
-        # flushed still count, hence the slack); unbounded they hold 4x the bound
-        assert memtable_bytes(bounded) <= 1.25 * memory.bound_bytes
-        assert memory.usage_bytes() <= 1.25 * memory.bound_bytes
+        # bounded, the write-buffer manager flushed early; once those flushes are done,
+        # memtables and everything else charged to the cache fit the bound, no slack
+        settled(bounded)
+        assert memtable_bytes(bounded) <= memory.bound_bytes
+        assert memory.usage_bytes() <= memory.bound_bytes
         for store in bounded:  # and nothing was lost by flushing
             assert store.get("default", b"key-%08d" % 0) == bytes(1000)
             assert sum(1 for _ in store.scan("default", None, None, None)) == 3145
@@ -93,6 +105,6 @@ def test_executor_bound_is_split_across_workers(pyrocks_spark: SparkSession,
     pyrocks_spark.conf.set(PREFIX + "memoryBoundMB", "100")
     try:
         run_count(pyrocks_spark, tmp_path / "bounded")  # a new bound starts new workers
-        assert worker_bounds(local_dir) == [50, 50]
+        assert sorted(worker_bounds(local_dir)).count(50) == 2  # beside the first pool's
     finally:
         pyrocks_spark.conf.unset(PREFIX + "memoryBoundMB")

@@ -48,7 +48,7 @@ def test_metrics_and_retention(pyrocks_spark: SparkSession, tmp_path: Path) -> N
 
 
 def _stores(checkpoint: Path) -> list[Path]:
-    return sorted(p.parent for p in (checkpoint / "state" / "0").glob("*/manifests"))
+    return sorted(p.parent for p in (checkpoint / "state" / "0").glob("*/query-*/manifests"))
 
 
 def _oldest_versions(checkpoint: Path) -> set[int]:

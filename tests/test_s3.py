@@ -142,5 +142,5 @@ def test_spark_query_with_state_on_s3_matches_hdfs(
             pyrocks_spark.conf.unset(key)
     assert ours == reference and len(ours) == 9
     storage = open_storage(root, s3.options)
-    assert storage.fs.glob(f"{storage.root}/*/0/*/default/manifests/*.json")
+    assert storage.fs.glob(f"{storage.root}/*/0/*/default/query-*/manifests/*.json")
     assert not list((tmp_path / "ours" / "ckpt" / "state").glob("**/manifests"))

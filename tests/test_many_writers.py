@@ -1,0 +1,164 @@
+"""The many-writer defects of issue 9, each as the smallest scenario that showed it.
+
+The model test (test_many_writers_model.py) searches for such scenarios at random; these
+pin down the ones found, so each stays fixed whatever the random search draws.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from state_store import options as options_mod
+from state_store.checkpoint import Checkpoint, query_dir
+from state_store.engine import VersionedStore
+from state_store.errors import OptionError, StateStoreError
+from state_store.inspect import describe_store
+from state_store.manifest import Changelog, Manifest
+from state_store.options import StoreOptions
+from state_store.storage import open_storage
+from test_engine import contents, put
+
+
+def query_store(base: Path, query_id: str, local: Path, **options: object) -> VersionedStore:
+    """A store of query `query_id` under the checkpoint-path root `base`, as the worker
+    opens it."""
+    storage = open_storage(str(base))
+    checkpoint = Checkpoint(storage.child(query_dir(query_id)), "s", storage)
+    opts = StoreOptions(**options)  # type: ignore[arg-type]
+    return VersionedStore("s", checkpoint, local, opts, ThreadPoolExecutor(1))
+
+
+def run_batch(store: VersionedStore, version: int, key: str, value: str) -> None:
+    store.load(version)
+    store.write(put(key, value))
+    assert store.commit(version + 1)["published"]
+
+
+def test_a_reset_query_starts_empty_and_never_adopts_the_old_state(tmp_path: Path) -> None:
+    old = query_store(tmp_path / "base", "old", tmp_path / "a")
+    for v in range(3):
+        run_batch(old, v, f"k{v}", "old")
+    old.close()
+    new = query_store(tmp_path / "base", "new", tmp_path / "b")
+    new.load(0)
+    assert contents(new) == {}
+    new.write(put("k9", "new"))
+    assert new.commit(1)["published"]  # not lost to the old query's version 1
+    fresh = query_store(tmp_path / "base", "new", tmp_path / "c")
+    fresh.load(1)
+    assert contents(fresh) == {b"k9": b"new"}
+    # the old query's root is reported, then collected once idle past the margin
+    assert new.checkpoint.stale_queries(time.time() + 1) == [query_dir("old")]
+    report = describe_store(new.checkpoint, retain=10, orphan_margin_s=0)
+    assert report.gc_would_delete["stale_queries"] == [query_dir("old")]
+    assert new.checkpoint.stale_queries(time.time() - 3600) == []  # active recently: kept
+    new.opts = StoreOptions(orphan_margin_seconds=0)
+    new.collect_garbage(10)
+    assert not (tmp_path / "base" / query_dir("old")).exists()
+    assert (tmp_path / "base" / query_dir("new") / "manifests").exists()
+
+
+def test_catch_up_adopts_the_newer_base_so_chains_stay_contiguous(tmp_path: Path) -> None:
+    """A moves to C and back: C's final snapshot is the base of C's commit; A, still at
+    the version C started from, catches up and must build on C's base, not its own."""
+    a = query_store(tmp_path / "base", "q", tmp_path / "a", snapshot_interval=3)
+    for v in range(4):
+        run_batch(a, v, "k", f"a{v}")
+    a.snapshots.drain()
+    assert a.snapshots.latest == 3
+    c = query_store(tmp_path / "base", "q", tmp_path / "c", snapshot_interval=3)
+    c.load(4)
+    c.finish()  # a reader, or an unloaded provider: snapshot 4
+    run_batch(c, 4, "c", "1")  # version 5 on base 4
+    run_batch(a, 5, "a", "1")  # A catches up from 4 to 5, commits 6
+    manifest = a.checkpoint.read_manifest(6)
+    assert manifest.chain_gap() is None
+    assert manifest.snapshot_version == 4
+    a.collect_garbage(1)  # keeps only what version 6 needs
+    fresh = query_store(tmp_path / "base", "q", tmp_path / "f")
+    fresh.load(6)
+    assert contents(fresh) == {b"k": b"a3", b"c": b"1", b"a": b"1"}
+
+
+def test_a_manifest_with_a_chain_gap_is_never_published(tmp_path: Path) -> None:
+    store = query_store(tmp_path / "base", "q", tmp_path / "a")
+    run_batch(store, 0, "k", "v")
+    changelog = store.checkpoint.read_manifest(1).changelogs[0]
+    broken = Manifest(3, None, [changelog, Changelog(3, changelog.file)], 1)
+    with pytest.raises(StateStoreError, match=r"version 3 on base None needs changelogs "
+                                              r"\[1, 2, 3\], has \[1, 3\]"):
+        store.checkpoint.publish_manifest(broken)
+    assert store.checkpoint.versions() == [1]
+
+
+def test_a_losing_attempts_forced_snapshot_is_never_used(tmp_path: Path) -> None:
+    """B reaches its replay bound and publishes a forced snapshot of version 2 before it
+    loses version 2 to A: nobody may load A's version 2 from B's snapshot."""
+    a = query_store(tmp_path / "base", "q", tmp_path / "a", snapshot_interval=100)
+    b = query_store(tmp_path / "base", "q", tmp_path / "b", snapshot_interval=100,
+                    max_replay_versions=1)
+    run_batch(a, 0, "k", "v1")
+    a.load(1)
+    b.load(1)
+    a.write(put("k", "from-a"))
+    b.write(put("k", "from-b"))
+    assert a.commit(2)["published"]
+    assert b.commit(2) == {"published": False}
+    assert b.metrics.forced_snapshots == 1
+    assert 2 in a.checkpoint.snapshot_versions()  # B's snapshot was published...
+    fresh = query_store(tmp_path / "base", "q", tmp_path / "f")
+    fresh.load(2)
+    assert contents(fresh) == {b"k": b"from-a"}  # ...and is not A's version 2
+    assert fresh.checkpoint.plan_load(2).snapshot is None
+    a.collect_garbage(5)  # and GC drops it: no retained version can start from it
+    assert 2 not in a.checkpoint.snapshot_versions()
+
+
+def test_a_linked_upload_is_aged_from_when_it_entered_storage(tmp_path: Path) -> None:
+    storage = open_storage(str(tmp_path / "root"))
+    old = tmp_path / "local.sst"
+    old.write_bytes(b"sst bytes")
+    os.utime(old, (0, 0))  # RocksDB wrote it long ago
+    storage.upload_new(old, "files/x.sst")
+    storage.duplicate("files/x.sst", "files/y.sst")
+    entered = storage.list_entered("files")
+    assert min(entered.values()) > time.time() - 600  # not 1970: both just entered
+
+
+def test_orphan_margin_has_a_safe_minimum() -> None:
+    key = options_mod.PREFIX + "orphanMarginSeconds"
+    with pytest.raises(OptionError, match=r"orphanMarginSeconds.*>= 600"):
+        options_mod.store_options({key: "5"})
+    assert options_mod.store_options({key: "600"}).orphan_margin_seconds == 600
+
+
+def test_a_catch_up_that_fails_midway_leaves_no_version_loaded(tmp_path: Path) -> None:
+    a = query_store(tmp_path / "base", "q", tmp_path / "a", snapshot_interval=100)
+    run_batch(a, 0, "k", "1")
+    b = query_store(tmp_path / "base", "q", tmp_path / "b", snapshot_interval=100)
+    run_batch(b, 1, "k", "2")
+    run_batch(b, 2, "k", "3")
+    changelog = b.checkpoint.read_manifest(3).changelogs[-1]
+    (tmp_path / "base" / query_dir("q") / "files" / changelog.file.name).write_bytes(b"bad")
+    with pytest.raises(StateStoreError, match="changelog of version 3"):
+        a.load(3)  # version 2 was replayed, version 3 failed
+    assert a.loaded_version is None  # never "version 1" holding version 2's data
+    with pytest.raises(StateStoreError, match="no version loaded"):
+        a.write(put("x", "y"))
+
+
+def test_counting_off_reports_no_count_and_counting_on_again_recounts(tmp_path: Path) -> None:
+    off = query_store(tmp_path / "base", "q", tmp_path / "a", track_num_keys=False)
+    run_batch(off, 0, "k1", "v")
+    run_batch(off, 1, "k2", "v")
+    assert off.checkpoint.read_manifest(2).num_keys == -1  # unknown, not zero
+    on = query_store(tmp_path / "base", "q", tmp_path / "b")
+    on.load(2)
+    assert on.num_keys == 2
+    run_batch(on, 2, "k3", "v")
+    assert on.checkpoint.read_manifest(3).num_keys == 3
