@@ -294,12 +294,13 @@ class Checkpoint:
         stale = []
         for name in self.base.list_dirs(""):
             if (name.startswith(QUERY_DIR_PREFIX) and name != own
-                    and self._last_activity(self.base.child(name)) < idle_before):
+                    and self.last_activity(self.base.child(name)) < idle_before):
                 stale.append(name)
         return stale
 
     @staticmethod
-    def _last_activity(root: Storage) -> float:
+    def last_activity(root: Storage) -> float:
+        """When a store root last gained a record (or, with none, a file)."""
         times = [t for d in (MANIFEST_DIR, SNAPSHOT_DIR) for t in root.list_entered(d).values()]
         return max(times or root.list_entered(FILES_DIR).values() or [0.0])
 

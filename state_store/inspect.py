@@ -60,27 +60,30 @@ def find_store_roots(storage: Storage) -> list[str]:
 
 def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list[StoreReport]:
     """A report per store root at or under `storage` (a checkpoint, a rootUrl, a store)."""
-    current = _checkpoint_query_id(storage)
     reports = []
+    queries: dict[str, dict[str, StoreReport]] = {}  # base -> query id -> its store report
     for rel in find_store_roots(storage):
-        parent, _, name = rel.rpartition("/")
+        base, _, name = rel.rpartition("/")
+        own = storage.child(rel) if rel else storage
         if not name.startswith(QUERY_DIR_PREFIX):
-            reports.append(describe_store(Checkpoint(storage.child(rel) if rel else storage,
-                                                     rel), retain, orphan_margin_s))
+            reports.append(describe_store(Checkpoint(own, rel), retain, orphan_margin_s))
             continue
-        base = storage.child(parent) if parent else storage
-        report = describe_store(Checkpoint(storage.child(rel), rel, base), retain,
-                                orphan_margin_s)
+        at_base = storage.child(base) if base else storage
+        report = describe_store(Checkpoint(own, rel, at_base), retain, orphan_margin_s)
         report.query_id = name[len(QUERY_DIR_PREFIX):]
+        queries.setdefault(base, {})[report.query_id] = report
         reports.append(report)
-    by_base: dict[str, list[StoreReport]] = {}
-    for report in reports:
-        if report.query_id:
-            by_base.setdefault(report.root.rsplit("/", 1)[0], []).append(report)
-    for group in by_base.values():
-        live = current if any(r.query_id == current for r in group) else None
-        for report in group:
-            report.stale = live is not None and report.query_id != live
+    current = _checkpoint_query_id(storage)
+    for base, group in queries.items():
+        # The checkpoint's own query if we were given the checkpoint, else the one that
+        # wrote last (after a reset, the old query can no longer write here).
+        def activity(query_id: str, base: str = base) -> float:
+            return Checkpoint.last_activity(
+                storage.child(f"{base}/{QUERY_DIR_PREFIX}{query_id}".lstrip("/")))
+
+        live = current if current in group else max(group, key=activity)
+        for query_id, report in group.items():
+            report.stale = query_id != live
     return reports
 
 

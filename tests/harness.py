@@ -8,7 +8,7 @@ query and the SparkSession stop; a NEW session resumes every query from its chec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -38,8 +38,10 @@ def make_spark(conf: dict[str, str], master: str = "local[2]") -> SparkSession:
 
 
 def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],
-                master: str = "local[2]", batches: int = 8,
-                restart_after: int = 4) -> Outputs:
+                master: str = "local[2]", batches: int = 8, restart_after: int = 4,
+                after_batch: Callable[[int], None] | None = None) -> Outputs:
+    """`after_batch(i)` runs once every query has processed batch i (e.g. to kill an
+    executor between batches)."""
     outputs: Outputs = {spec.name: {} for spec in specs}
     for phase in (range(restart_after), range(restart_after, batches)):
         spark = make_spark(conf, master)
@@ -51,6 +53,8 @@ def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],
                         write_batch(work / spec.name / "input", batch)
                     for query in queries:
                         query.processAllAvailable()
+                    if after_batch is not None:
+                        after_batch(batch)
             finally:
                 for query in queries:
                     query.stop()

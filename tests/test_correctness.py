@@ -6,14 +6,18 @@ cache on (default), off, and overflowing."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import uuid
 from pathlib import Path
 
 import pytest
 
 from harness import HDFS, PROVIDER_KEY, Outputs, assert_same_outputs, run_queries
-from pyrocks_support import S3Endpoint, pyrocks_conf
+from pyrocks_support import S3Endpoint, children_of, java_children, pyrocks_conf
+from state_store.checkpoint import Checkpoint
 from state_store.options import PREFIX
+from state_store.storage import open_storage
 from streaming_queries import BY_NAME, QUERIES
 
 WATERMARKED = {"window_append", "dedup_watermark", "dedup_within_watermark", "join_inner",
@@ -67,3 +71,45 @@ def test_state_on_s3_matches_hdfs(reference: Outputs, s3: S3Endpoint, tmp_path: 
     conf[PREFIX + "rootOptions"] = json.dumps(s3.options)
     ours = run_queries(specs, tmp_path, conf)
     assert_same_outputs(select(reference, S3_SUBSET), ours)
+
+
+def test_partitions_moving_between_executors_match_hdfs(reference: Outputs,
+                                                        tmp_path: Path) -> None:
+    """Two executor JVMs with no locality wait (a partition's task runs wherever a slot is
+    free: A, then C, then A), snapshots every 2 versions, and one executor killed after
+    batch 1, so its partitions surely move to another JVM mid-run."""
+    specs = [BY_NAME[name] for name in CLUSTER_SUBSET]
+    conf = {**pyrocks_conf(tmp_path / "pool", snapshotInterval=2),
+            "spark.locality.wait": "0s"}
+    killed: list[int] = []
+
+    def kill_an_executor(batch: int) -> None:
+        if batch == 1:
+            (driver,) = java_children()
+            executors = [pid for pid in children_of(driver)
+                         if b"CoarseGrainedExecutorBackend" in _cmdline(pid)]
+            assert len(executors) == 2, executors
+            os.kill(executors[0], signal.SIGKILL)
+            killed.append(executors[0])
+
+    ours = run_queries(specs, tmp_path, conf, master="local-cluster[2,1,1024]",
+                       after_batch=kill_an_executor)
+    assert_same_outputs(select(reference, CLUSTER_SUBSET), ours)
+    assert killed
+    moved = used_snapshot = 0
+    for spec in specs:
+        for root in (tmp_path / spec.name / "checkpoint" / "state").rglob("query-*"):
+            checkpoint = Checkpoint(open_storage(str(root)), str(root))
+            manifests = [checkpoint.read_manifest(v) for v in checkpoint.versions()]
+            first_run = [m for m in manifests if m.version <= 4]  # batches 0-3: one session
+            moved += len({m.writer.split(" worker")[0] for m in first_run}) > 1
+            used_snapshot += any(m.snapshot_version is not None for m in first_run)
+    assert moved, "no store was written from two executor JVMs"
+    assert used_snapshot, "no version was built on a background snapshot"
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
