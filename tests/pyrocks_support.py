@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import fsspec
@@ -110,3 +113,46 @@ class S3Endpoint:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(10)
+
+
+class ConditionIgnoringEndpoint:
+    """An S3-compatible endpoint that accepts If-None-Match and ignores it, as some do: a
+    loopback proxy in front of the moto server that drops the header on the way."""
+
+    def __init__(self, upstream: S3Endpoint) -> None:
+        target = ("127.0.0.1", upstream.port)
+
+        class Forward(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _relay(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("if-none-match", "host")}
+                conn = http.client.HTTPConnection(*target, timeout=30)
+                conn.request(self.command, self.path, body=body, headers=headers)
+                answer = conn.getresponse()
+                data = answer.read()
+                self.send_response(answer.status, answer.reason)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.options = {**upstream.options, "endpoint_url": self.endpoint}
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

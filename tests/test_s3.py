@@ -11,14 +11,14 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pyrocks_support import S3Endpoint
+from pyrocks_support import ConditionIgnoringEndpoint, S3Endpoint
 from state_store.checkpoint import Checkpoint
 from state_store.engine import VersionedStore
-from state_store.errors import CorruptFileError
+from state_store.errors import CorruptFileError, UnsupportedStorageError
 from state_store.options import PREFIX, StoreOptions
 from state_store.spark import PROVIDER_CLASS, PROVIDER_KEY
 from state_store.storage import Storage, open_storage
-from test_engine import commit_versions, contents
+from test_engine import commit_versions, contents, put
 from test_snapshots import bulk
 
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -44,6 +44,24 @@ def test_publish_is_put_if_absent(s3: S3Endpoint) -> None:
     assert storage.publish("manifests/1.json", b"first")
     assert not storage.publish("manifests/1.json", b"second")
     assert storage.read("manifests/1.json", "test") == b"first"
+
+
+def test_an_endpoint_that_ignores_conditional_writes_is_refused(s3: S3Endpoint,
+                                                               tmp_path: Path) -> None:
+    proxy = ConditionIgnoringEndpoint(s3)
+    try:
+        root = s3.url(f"ignoring-{uuid.uuid4().hex}")
+        store = VersionedStore("s3-store", Checkpoint(open_storage(root, proxy.options), "s"),
+                               tmp_path / "a", StoreOptions(), ThreadPoolExecutor(1))
+        store.load(0)
+        store.write(put("k", "v"))
+        with pytest.raises(UnsupportedStorageError,
+                           match=rf"S3 endpoint {proxy.endpoint} ignores conditional writes"):
+            store.commit(1)
+        # nothing was published: the same root through an honest endpoint has no version
+        assert Checkpoint(open_storage(root, s3.options), "s").versions() == []
+    finally:
+        proxy.stop()
 
 
 def test_duplicate_is_a_server_side_copy(s3: S3Endpoint) -> None:
