@@ -1,0 +1,98 @@
+"""The worker process on its own, driven over its socket as the shim drives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from state_store import records
+from state_store.protocol import HEADER, I64, Request, Status
+from state_store.records import Op
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    sock = tmp_path / "w.sock"
+    with open(tmp_path / "w.stderr", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "state_store.worker", "--socket", str(sock),
+             "--data-dir", str(tmp_path / "data"), "--log", str(tmp_path / "w.stderr")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith(b"READY")
+    yield proc, sock
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(30)
+
+
+def connect(sock: Path) -> socket.socket:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(str(sock))
+    conn.settimeout(30)  # a hang fails the test instead of blocking it
+    return conn
+
+
+def request(conn: socket.socket, kind: Request, body: bytes) -> tuple[int, bytes]:
+    conn.sendall(HEADER.pack(len(body) + 1, kind) + body)
+    header = receive(conn, HEADER.size)
+    length, status = HEADER.unpack(header)
+    return status, receive(conn, length - 1)
+
+
+def receive(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_a_zero_length_frame_is_refused_not_read_to_the_end(worker, tmp_path: Path) -> None:
+    _, sock = worker
+    conn = connect(sock)
+    conn.sendall(HEADER.pack(0, Request.LOAD))
+    length, status = HEADER.unpack(receive(conn, HEADER.size))
+    assert status == Status.ERROR
+    assert b"malformed frame of length 0" in receive(conn, length - 1)
+    assert conn.recv(1) == b""  # and the connection is closed, not left waiting
+
+
+def test_stdout_after_ready_goes_to_the_log(worker) -> None:
+    """Nobody reads the worker's stdout pipe after READY: anything printed there later
+    would fill it and wedge the worker, so fd 1 must be the stderr log."""
+    proc, _ = worker
+    assert os.readlink(f"/proc/{proc.pid}/fd/1") == os.readlink(f"/proc/{proc.pid}/fd/2")
+
+
+def test_each_session_has_its_own_working_copy(worker, tmp_path: Path) -> None:
+    """A reconnect opens the same store again while the old session may still be closing:
+    the old session's cleanup must not delete the new one's working copy."""
+    _, sock = worker
+    spec = {"store_root": str(tmp_path / "root"), "store_path": "", "store_name": "s",
+            "local_name": "provider-1", "options": {}, "query_id": "q"}
+    rows = b"".join(records.encode(Op.PUT, "default", b"k%d" % i, b"v" * 100)
+                    for i in range(1000))
+    first, second = connect(sock), connect(sock)
+    for conn in (first, second):
+        status, _ = request(conn, Request.OPEN, json.dumps(spec).encode())
+        assert status == Status.OK
+        status, answer = request(conn, Request.LOAD, I64.pack(0))
+        assert status == Status.OK, answer
+    first.close()  # the old session closes its store
+    second.sendall(HEADER.pack(len(rows) + 1, Request.WRITES) + rows)
+    status, answer = request(second, Request.COMMIT, I64.pack(1))
+    assert status == Status.OK and json.loads(answer)["published"], answer
+    status, answer = request(second, Request.FINISH, b"")  # a snapshot of the working copy
+    assert status == Status.OK and json.loads(answer) == {"failures": []}, answer
+    second.close()
+    assert list((tmp_path / "root" / "query-q" / "snapshots").iterdir())
