@@ -115,7 +115,9 @@ SPECS: tuple[OptionSpec, ...] = (
                "exceed the longest snapshot upload, whose files no record names until it is "
                "published: hence the minimum."),
     OptionSpec("trackTotalNumberOfRows", "track_num_keys", _boolean, "true", "true or false",
-               "Count keys exactly (one extra lookup per put/remove) for numRowsTotal."),
+               "Count keys exactly for numRowsTotal (a lookup per put/remove unless the shim "
+               "knows the key); false: no counting, numRowsTotal is 0, as with Spark's "
+               "RocksDB provider."),
     OptionSpec("iteratorChunkBytes", "iterator_chunk_bytes", _positive_int, "1048576",
                "an integer >= 1", "Bytes of key/value pairs per iterator chunk."),
     OptionSpec("writeBufferMB", "write_buffer_mb", _positive_int, "16", "an integer >= 1",
