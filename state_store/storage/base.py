@@ -187,26 +187,19 @@ class Storage:
 
     def list_dirs(self, rel_dir: str) -> list[str]:
         """Names of the directories directly under `rel_dir`."""
-        return sorted(name for name, is_dir in self._entries(rel_dir).items() if is_dir)
+        return sorted(_name(e) for e in self._ls(rel_dir) if e.get("type") == "directory")
 
     def list_entered(self, rel_dir: str) -> dict[str, float]:
         """Files in a directory with the time each entered durable storage (epoch seconds)."""
-        path = self.path(rel_dir)
-        try:
-            entries = self.retry(f"listing {path}",
-                                 lambda: self.fs.ls(path, detail=True, refresh=True))
-        except FileNotFoundError:
-            return {}
-        return {_name(e): _modified(e) for e in entries if e.get("type") != "directory"}
+        return {_name(e): _modified(e) for e in self._ls(rel_dir) if e.get("type") != "directory"}
 
-    def _entries(self, rel_dir: str) -> dict[str, bool]:
+    def _ls(self, rel_dir: str) -> list[dict[str, Any]]:
         path = self.path(rel_dir)
         try:
-            entries = self.retry(f"listing {path}",
-                                 lambda: self.fs.ls(path, detail=True, refresh=True))
+            return self.retry(f"listing {path}",
+                              lambda: self.fs.ls(path, detail=True, refresh=True))
         except FileNotFoundError:
-            return {}
-        return {_name(e): e.get("type") == "directory" for e in entries}
+            return []
 
 
 def local_written(local_path: Path) -> Written:
