@@ -2,7 +2,9 @@
 
 The compiler is the one the pyspark wheel ships (`pyspark/jars/scala-compiler-*.jar`), run
 on the JVM already needed for Spark, so building needs neither sbt nor Maven. The build is
-automatic: `jar_path()` builds on first use and reuses the cached jar afterwards.
+automatic: `jar_path()` builds on first use and reuses the cached jar afterwards. Other
+Scala sources (benchmark drivers, the shim's own test programs) build the same way, against
+the pyspark jars plus any `classpath` entries (e.g. the shim jar), which join the hash.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyspark
@@ -44,31 +47,48 @@ def sources(source_dir: Path = SOURCE_DIR) -> list[Path]:
     return found
 
 
-def source_hash(files: list[Path]) -> str:
+def source_hash(files: list[Path], classpath: Sequence[Path] = ()) -> str:
     digest = hashlib.sha256(pyspark.__version__.encode())
     for f in files:
         digest.update(f.name.encode())
         digest.update(f.read_bytes())
+    for entry in classpath:  # what the sources compile against is part of what they are
+        digest.update(b"\0classpath\0" + str(entry).encode())
+        for f in sorted(entry.rglob("*")) if entry.is_dir() else [entry]:
+            if f.is_file():
+                digest.update(f.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def jar_path(source_dir: Path = SOURCE_DIR, name: str = "pyrocks-shim") -> Path:
-    """The jar of `source_dir` (the shim by default) for this pyspark, built if not cached."""
+def jar_path(source_dir: Path = SOURCE_DIR, name: str = "pyrocks-shim",
+             classpath: Sequence[Path] = ()) -> Path:
+    """The jar of `source_dir` (the shim by default) for this pyspark, compiled against the
+    pyspark jars and `classpath`, built if not cached."""
     files = sources(source_dir)
-    target = cache_dir() / f"{name}-{pyspark.__version__}-{source_hash(files)}.jar"
+    target = cache_dir() / f"{name}-{pyspark.__version__}-{source_hash(files, classpath)}.jar"
     if not target.exists():
-        build(files, target)
+        build(files, target, classpath)
     return target
 
 
-def build(files: list[Path], target: Path) -> None:
+def java_classpath(extra: Sequence[Path] = ()) -> str:
+    """The pyspark jars, then `extra`: a `java -cp` value (the compiler's, and a test's)."""
+    return os.pathsep.join([f"{pyspark_jars()}/*", *map(str, extra)])
+
+
+def java_executable() -> str:
     java = shutil.which("java", path=_java_path())
     if java is None:
         raise ShimBuildError("no `java` found (JAVA_HOME or PATH): Java 17 is required")
+    return java
+
+
+def build(files: list[Path], target: Path, classpath: Sequence[Path] = ()) -> None:
+    java = java_executable()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         staged = Path(tmp) / target.name
-        cmd = [java, "-Xss8m", "-cp", f"{pyspark_jars()}/*", "scala.tools.nsc.Main",
+        cmd = [java, "-Xss8m", "-cp", java_classpath(classpath), "scala.tools.nsc.Main",
                "-usejavacp", "-nowarn", "-d", str(staged), *map(str, files)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0 or not staged.exists():
