@@ -6,12 +6,22 @@ import scala.collection.mutable.ArrayBuffer
  * A negative-lookup filter: a growing Bloom filter over every key a store has held since it
  * was empty. It never forgets a key (deletes leave it in), so "not in the filter" proves
  * "not in the store"; a "maybe" just means asking the worker. About 10 bits per key, ~1%
- * false positives; it grows by adding a filter twice the size of the last one.
+ * false positives per filter. It starts small (its memory counts against the read cache's
+ * budget, and most stores hold few keys) and grows by adding a filter four times the size
+ * of the last one: few filters to probe on a miss, each adding its false positives.
+ *
+ * It never grows by itself: growing costs memory, so the owner (`ReadCache`) asks for
+ * `growthBytes`, charges them to its budget and calls `grow`, or drops the filter. A
+ * growth whose bit indexes would not fit an Int (about 214M keys in one filter) is not
+ * offered: `growthBytes` is None.
  */
-final class KeyFilter(initialCapacity: Int = 1 << 16) {
+final class KeyFilter(initialCapacity: Int = 1 << 14, maxBits: Long = KeyFilter.MaxBits) {
+  require(initialCapacity > 0 && initialCapacity.toLong * KeyFilter.BitsPerKey <= maxBits,
+    s"a key filter of $initialCapacity keys exceeds $maxBits bits")
+
   private final class Bloom(val capacity: Int) {
-    private val bits = new java.util.BitSet(capacity * KeyFilter.BitsPerKey)
-    private val size = capacity * KeyFilter.BitsPerKey
+    private val size = capacity * KeyFilter.BitsPerKey // fits: checked against maxBits
+    private val bits = new java.util.BitSet(size)
     var count = 0
 
     def add(h1: Int, h2: Int): Unit = {
@@ -34,21 +44,27 @@ final class KeyFilter(initialCapacity: Int = 1 << 16) {
     private def index(h1: Int, h2: Int, i: Int): Int =
       (((h1 + i * h2) & 0xffffffffL) * size >>> 32).toInt
 
-    def bytes: Long = size / 8L
+    def bytes: Long = KeyFilter.bytesFor(capacity)
   }
 
   private val blooms = ArrayBuffer(new Bloom(initialCapacity))
 
-  def add(key: CacheKey): Unit = {
-    val h1 = key.hashCode
-    val h2 = key.secondHash
-    var last = blooms.last
-    if (last.count >= last.capacity) {
-      last = new Bloom(last.capacity * 2)
-      blooms += last
-    }
-    last.add(h1, h2)
+  /** False once the newest filter holds as many keys as it was sized for: `grow` first. */
+  def hasRoom: Boolean = blooms.last.count < blooms.last.capacity
+
+  /** What the next growth would allocate, or None if it cannot grow. */
+  def growthBytes: Option[Long] = {
+    val capacity = blooms.last.capacity.toLong * KeyFilter.Growth
+    if (capacity * KeyFilter.BitsPerKey > maxBits) None else Some(KeyFilter.bytesFor(capacity))
   }
+
+  def grow(): Unit = {
+    require(growthBytes.isDefined, s"a key filter of ${blooms.last.capacity} keys cannot grow")
+    blooms += new Bloom(blooms.last.capacity * KeyFilter.Growth)
+  }
+
+  /** Adds to the newest filter, even if it is already full (it only gets less selective). */
+  def add(key: CacheKey): Unit = blooms.last.add(key.hashCode, key.secondHash)
 
   def mightContain(key: CacheKey): Boolean = {
     val h1 = key.hashCode
@@ -62,4 +78,10 @@ final class KeyFilter(initialCapacity: Int = 1 << 16) {
 object KeyFilter {
   val BitsPerKey = 10
   val Hashes = 7
+  val Growth = 4
+  /** Bit indexes are Ints. */
+  val MaxBits: Long = Int.MaxValue
+
+  /** Bytes a filter of `capacity` keys allocates (its BitSet's words). */
+  def bytesFor(capacity: Long): Long = (capacity * BitsPerKey + 63) / 64 * 8
 }

@@ -1,6 +1,5 @@
 package io.pyrocks.statestore
 
-import java.nio.charset.StandardCharsets.UTF_8
 import java.util.concurrent.atomic.AtomicLong
 
 /**
@@ -19,7 +18,11 @@ import java.util.concurrent.atomic.AtomicLong
  *  - `filter` holds every key written since the store was empty (the same lineage rule), and
  *    survives the cache starting over: a key it has never seen is absent, without asking.
  *    It also holds the prefix of every such key (for prefix-scan column families), so a
- *    prefix it has never seen has an empty listing;
+ *    prefix it has never seen has an empty listing. Its memory is charged to the budget
+ *    (`filterBytes`); a growth that does not fit drops it for good (until the store is
+ *    empty again), so lookups then ask the worker: it is never wrong, only gone;
+ *  - a (column family, key) pair has one `CacheKey` and no other pair has the same one:
+ *    each family's keys and each family's scan prefixes have their own `space`;
  *  - a prefix listing holds EVERY key under its prefix, in the worker's (unsigned bytewise)
  *    order: it is learned only from a scan that ran to its end with no write in between
  *    (`epoch` unchanged, checked in `learnListing`), and every later write of a key under the
@@ -31,7 +34,7 @@ import java.util.concurrent.atomic.AtomicLong
  * not enough starts over itself. Taking memory back is `clear`, which only forgets: it
  * happens under this cache's own lock, so it never races a lookup or a write.
  */
-final class ReadCache(budget: CacheBudget) {
+final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () => new KeyFilter()) {
   private val lock = new java.util.concurrent.locks.ReentrantLock()
   @volatile private var lastUsedNanos = System.nanoTime()
   // A key known absent maps to `ReadCache.Absent`, never to null, so that one hash lookup
@@ -42,6 +45,8 @@ final class ReadCache(budget: CacheBudget) {
   private var bytes = 0L
   private var complete = false
   private var filter: Option[KeyFilter] = None
+  private var filterBytes = 0L // charged to the budget while `filter` is set
+  private val spaces = new java.util.HashMap[String, Integer]()
   private var version = -1L
   private val enabled = budget.limitBytes > 0 // readCacheMB=0: every get asks the worker
 
@@ -62,10 +67,10 @@ final class ReadCache(budget: CacheBudget) {
   /** Every (key, value) under `prefix`, in scan order, if known without asking the worker. */
   def listing(cf: String, prefix: Array[Byte]): Option[Array[(Array[Byte], Array[Byte])]] =
     if (!enabled) None else guarded {
-      val p = cacheKey(cf, prefix)
+      val p = prefixKey(cf, prefix)
       val known = listings.get(p)
       if (known != null) Some(known.pairs)
-      else if (filter.exists(f => !f.mightContain(prefixTag(p)))) {
+      else if (filter.exists(f => !f.mightContain(p))) {
         adopt(p, new ReadCache.Listing) // never written since empty: nothing under it
         Some(Array.empty)
       } else None
@@ -76,7 +81,7 @@ final class ReadCache(budget: CacheBudget) {
       startEpoch: Long): Unit = if (enabled) guarded { if (startEpoch == writesSeen) {
     val listing = new ReadCache.Listing
     pairs.foreach { case (k, v) => listing.put(k, v) }
-    adopt(cacheKey(cf, prefix), listing)
+    adopt(prefixKey(cf, prefix), listing)
   }}
 
   /** The worker's answer for `key` is now `value` (null = absent); `prefix` is the key's
@@ -85,7 +90,7 @@ final class ReadCache(budget: CacheBudget) {
       prefix: Option[Array[Byte]] = None): Unit = if (enabled) guarded {
     writesSeen += 1
     val k = cacheKey(cf, key)
-    val p = prefix.map(cacheKey(cf, _))
+    val p = prefix.map(prefixKey(cf, _))
     if (value != null) noteWritten(k, p)
     p.foreach(updateListing(_, key, value))
     val size = entrySize(k, value)
@@ -103,18 +108,48 @@ final class ReadCache(budget: CacheBudget) {
     if (enabled) guarded {
       writesSeen += 1
       val k = cacheKey(cf, key)
-      val p = prefix.map(cacheKey(cf, _))
+      val p = prefix.map(prefixKey(cf, _))
       noteWritten(k, p) // a merge may create the key
       p.foreach(dropListing)
       drop(k)
       complete = false
     }
 
-  private def noteWritten(k: CacheKey, prefix: Option[CacheKey]): Unit =
-    filter.foreach { f =>
-      f.add(k)
-      prefix.foreach(p => f.add(prefixTag(p)))
+  private def noteWritten(k: CacheKey, prefix: Option[CacheKey]): Unit = {
+    addToFilter(k)
+    prefix.foreach(addToFilter)
+  }
+
+  private def addToFilter(k: CacheKey): Unit = filter.foreach { f =>
+    if (f.hasRoom || growFilter(f)) f.add(k) else dropFilter()
+  }
+
+  /** The filter is worth more than the entries (it outlives them by design): they make room
+   * for it if nothing else can. */
+  private def growFilter(f: KeyFilter): Boolean = f.growthBytes.exists { n =>
+    val fits = reserve(n) || { clear(); reserve(n) }
+    if (fits) {
+      f.grow()
+      filterBytes += n
     }
+    fits
+  }
+
+  /** A filter that cannot hold every key must not exist: it would prove present keys absent. */
+  private def dropFilter(): Unit = {
+    filter = None
+    budget.release(filterBytes)
+    filterBytes = 0
+  }
+
+  private def newFilter(): Unit = {
+    dropFilter()
+    val f = newKeyFilter()
+    if (reserve(f.bytes)) {
+      filter = Some(f)
+      filterBytes = f.bytes
+    }
+  }
 
   private def adopt(p: CacheKey, listing: ReadCache.Listing): Unit = {
     dropListing(p)
@@ -152,7 +187,7 @@ final class ReadCache(budget: CacheBudget) {
       // Version 0 is the empty store: every key is known absent. Any other version was
       // written by writes we did not all see: nothing is known.
       complete = loaded == 0
-      filter = if (loaded == 0) Some(new KeyFilter()) else None
+      if (loaded == 0) newFilter() else dropFilter()
     }
     version = loaded
   }
@@ -160,11 +195,11 @@ final class ReadCache(budget: CacheBudget) {
   def committed(newVersion: Long): Unit = guarded { version = newVersion }
 
   /** JVM memory this cache holds: its entries and its key filter. */
-  def memoryBytes: Long = guarded(bytes + filter.map(_.bytes).getOrElse(0L))
+  def memoryBytes: Long = guarded(bytes + filterBytes)
 
   def invalidate(): Unit = guarded {
     clear()
-    filter = None
+    dropFilter()
     version = -1
   }
 
@@ -176,7 +211,9 @@ final class ReadCache(budget: CacheBudget) {
 
   private[statestore] def lastUsed: Long = lastUsedNanos
 
-  /** Gives all entries back if no task is using this cache right now; never waits. */
+  /** Gives all entries back if no task is using this cache right now; never waits. Its key
+   * filter stays: it is small (about 1.25 bytes per key against ~100 for an entry) and
+   * cannot be rebuilt. */
   private[statestore] def releaseIfIdle(): Unit = if (lock.tryLock()) {
     try clear() finally lock.unlock()
   }
@@ -212,19 +249,30 @@ final class ReadCache(budget: CacheBudget) {
   private def entrySize(k: CacheKey, value: Array[Byte]): Long =
     k.bytes.length.toLong + (if (value == null) 0 else value.length) + ReadCache.EntryOverhead
 
-  private def cacheKey(cf: String, key: Array[Byte]): CacheKey =
-    if (cf == Wire.DefaultCf) new CacheKey(key)
-    else new CacheKey(cf.getBytes(UTF_8) ++ Array[Byte](0) ++ key)
+  private def cacheKey(cf: String, key: Array[Byte]): CacheKey = new CacheKey(key, spaceOf(cf))
 
-  /** Prefixes share the key filter under a tag, so a prefix is never mistaken for a key. */
-  private def prefixTag(p: CacheKey): CacheKey = new CacheKey(ReadCache.PrefixTag +: p.bytes)
+  /** Prefixes share the key filter (and nothing else) with keys, in a space of their own. */
+  private def prefixKey(cf: String, prefix: Array[Byte]): CacheKey =
+    new CacheKey(prefix, spaceOf(cf) + 1)
+
+  /** Keys of the default family live in space 0, of the n-th other family in space 2n;
+   * each family's scan prefixes in the next, odd, space. */
+  private def spaceOf(cf: String): Int =
+    if (cf == Wire.DefaultCf) 0
+    else {
+      val known = spaces.get(cf)
+      if (known != null) known
+      else {
+        val space = 2 * (spaces.size + 1)
+        spaces.put(cf, space)
+        space
+      }
+    }
 }
 
 object ReadCache {
   /** Bytes a HashMap entry, its CacheKey and array headers cost beyond the data. */
   val EntryOverhead = 96L
-
-  private val PrefixTag: Byte = 0x7f
 
   /** The entry of a key known absent: compared by identity, so no value is mistaken for it. */
   private val Absent = new Array[Byte](0)
