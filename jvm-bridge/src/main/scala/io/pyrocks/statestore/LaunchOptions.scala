@@ -15,8 +15,8 @@ final case class LaunchOptions(
     readCacheMB: Int,
     memoryBoundMB: Int,
     localDir: String) {
-  /** What the worker processes depend on: a pool is reused while these stay the same. */
-  def workerSpec: (String, Option[String], Int, Int, String) =
+  /** What the worker processes depend on: stores with the same spec share a pool. */
+  def workerSpec: LaunchOptions.WorkerSpec =
     (pythonExec, pythonPath, workers, memoryBoundMB, localDir)
 
   /** Each worker's share of the executor's RocksDB memory bound (0 = unbounded). */
@@ -25,6 +25,8 @@ final case class LaunchOptions(
 
 object LaunchOptions {
   val Prefix = "spark.sql.streaming.stateStore.pyrocks."
+
+  type WorkerSpec = (String, Option[String], Int, Int, String)
 
   def fromConfs(confs: Map[String, String]): LaunchOptions = {
     def text(key: String): Option[String] = confs.get(Prefix + key).map { v =>

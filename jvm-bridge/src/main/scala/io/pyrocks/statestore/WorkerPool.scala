@@ -17,28 +17,32 @@ class WorkerFailedException(message: String, cause: Throwable = null)
   extends RuntimeException(message, cause)
 
 /**
- * The Python worker processes of this JVM. One pool per JVM: workers are an executor-wide
- * resource shared by every store provider, and they must all go when the JVM goes.
+ * The Python worker processes of this JVM: one pool per distinct `workerSpec` (queries with
+ * different worker options, e.g. memoryBoundMB, run side by side, each on its own pool).
+ * Workers are an executor-wide resource shared by every store provider with that spec, and
+ * they must all go when the JVM goes.
  *
- * Invariants: sockets live in a private directory (mode 0700) created here; a worker's
- * stdin is a pipe from this JVM, so a worker exits when the JVM dies, however it dies.
+ * Invariants: a pool, once handed out, is stopped only by `shutdown` (application end, JVM
+ * exit), never because another query asked for a different one; sockets live in a private
+ * directory (mode 0700) created here; a worker's stdin is a pipe from this JVM, so a worker
+ * exits when the JVM dies, however it dies.
  */
 object WorkerPool extends Logging {
-  private var current: Option[WorkerPool] = None
+  private val pools = scala.collection.mutable.Map.empty[LaunchOptions.WorkerSpec, WorkerPool]
 
   def get(opts: LaunchOptions): WorkerPool = synchronized {
-    current.filter(_.opts.workerSpec == opts.workerSpec).getOrElse {
-      current.foreach(_.shutdown())
-      val pool = new WorkerPool(opts)
-      current = Some(pool)
-      pool
-    }
+    pools.getOrElseUpdate(opts.workerSpec, new WorkerPool(opts))
   }
 
-  /** Stops every worker; the next `get` starts a new pool. Safe to call more than once. */
-  def shutdown(): Unit = synchronized {
-    current.foreach(_.shutdown())
-    current = None
+  /** Stops every worker of every pool; the next `get` starts a new pool. Safe to call more
+   * than once. */
+  def shutdown(): Unit = {
+    val stopping = synchronized {
+      val all = pools.values.toList
+      pools.clear()
+      all
+    }
+    stopping.foreach(_.shutdown())
   }
 
   try {
