@@ -2,8 +2,9 @@ package io.pyrocks.statestore
 
 import java.io.IOException
 import java.nio.ByteBuffer
-import java.nio.channels.SocketChannel
+import java.nio.channels.{ClosedByInterruptException, SocketChannel}
 import java.nio.charset.StandardCharsets.UTF_8
+import java.util.concurrent.atomic.AtomicLong
 
 /** Request types and record ops; the same numbers as `state_store/protocol.py` and `records.py`. */
 object Wire {
@@ -38,6 +39,14 @@ object Wire {
 
   val DefaultCf = "default"
   val StatusOk = 0
+
+  private val Names = Array("?", "OPEN", "LOAD", "WRITES", "GET", "ITER_OPEN", "ITER_NEXT",
+    "ITER_CLOSE", "COMMIT", "ABORT", "METRICS", "MAINTAIN", "CLOSE", "DROP_CF", "LIST_CF",
+    "FINISH")
+
+  /** The request's name in `state_store/protocol.py`, for error messages. */
+  def name(kind: Byte): String =
+    if (kind > 0 && kind < Names.length) Names(kind) else s"request type $kind"
 }
 
 /**
@@ -46,18 +55,39 @@ object Wire {
  * request that needs an answer first ships the buffered writes in the same socket write,
  * so the worker applies them before answering: a get always sees the store's own writes.
  *
+ * Every exchange with the worker (a request and its answer, or a shipment of writes) has a
+ * deadline of `timeoutNanos`, kept by `RequestWatchdog` from `startedAt` so that the hot
+ * path pays no syscall for it: past it, the worker is killed (a hung worker would hang
+ * every store it serves) and the caller fails with a `WorkerTimeoutException`.
+ *
+ * A connection that failed once is `broken` for good: its stream may hold half a frame.
  * Not thread-safe: the provider serialises callers.
  */
-final class Connection(channel: SocketChannel, worker: WorkerProcess, writeBatchBytes: Int) {
+final class Connection(
+    channel: SocketChannel,
+    worker: WorkerHandle,
+    writeBatchBytes: Int,
+    timeoutNanos: Long,
+    store: String) {
   import Wire._
+  import Connection._
 
   private var out = new Array[Byte](writeBatchBytes + 4096)
   private var outLen = 0
   private var writesFrameStart = -1 // start of the open WRITES frame in `out`, or -1
   private val header = ByteBuffer.allocate(5)
   @volatile private var broken: Option[String] = None
+  /** When the exchange in flight started (System.nanoTime), Idle, or Expired once the
+   * watchdog has claimed it: whoever moves it off a start time owns the outcome. */
+  private val startedAt = new AtomicLong(Idle)
+  @volatile private var inFlight: Byte = 0
+
+  RequestWatchdog.watch(this)
 
   def isBroken: Boolean = broken.isDefined
+
+  /** Why this connection can no longer be used, once it cannot. */
+  def brokenReason: Option[String] = broken
 
   // ---- writes (no answer) --------------------------------------------------------------
 
@@ -80,10 +110,13 @@ final class Connection(channel: SocketChannel, worker: WorkerProcess, writeBatch
   }
 
   /** Closes the open WRITES frame and sends everything buffered. */
-  def flush(): Unit = {
+  def flush(): Unit = exchange(Writes)(sendBuffered())
+
+  private def sendBuffered(): Unit = {
     closeWritesFrame()
     if (outLen > 0) {
-      send(ByteBuffer.wrap(out, 0, outLen))
+      val buf = ByteBuffer.wrap(out, 0, outLen)
+      while (buf.hasRemaining) channel.write(buf)
       outLen = 0
       if (out.length > writeBatchBytes * 4) out = new Array[Byte](writeBatchBytes + 4096)
     }
@@ -99,8 +132,10 @@ final class Connection(channel: SocketChannel, worker: WorkerProcess, writeBatch
   /** Sends a request behind any buffered writes and returns the body of its answer. */
   def request(kind: Byte, body: Array[Byte] = Array.emptyByteArray): Array[Byte] = {
     enqueue(kind, body)
-    flush()
-    readResponse(kind)
+    exchange(kind) {
+      sendBuffered()
+      readResponse(kind)
+    }
   }
 
   /** A request that has no answer (ITER_CLOSE). */
@@ -128,29 +163,95 @@ final class Connection(channel: SocketChannel, worker: WorkerProcess, writeBatch
     body.array()
   }
 
-  private def readFully(buf: ByteBuffer): Unit = guard {
+  private def readFully(buf: ByteBuffer): Unit = {
     while (buf.hasRemaining) {
       if (channel.read(buf) < 0) throw new IOException("connection closed by the worker")
     }
   }
 
-  private def send(buf: ByteBuffer): Unit = guard {
-    while (buf.hasRemaining) channel.write(buf)
+  // ---- failures ------------------------------------------------------------------------
+
+  /**
+   * Runs one exchange under the deadline. An I/O failure breaks the connection, and says
+   * why: the watchdog's deadline, an interrupt of the calling thread (Spark cancelling the
+   * task: the worker is fine, and drops this session's uncommitted writes when it sees the
+   * connection close), or a worker that is gone.
+   */
+  private def exchange[T](kind: Byte)(body: => T): T = {
+    broken.foreach(reason => throw new WorkerFailedException(reason))
+    inFlight = kind
+    val start = System.nanoTime()
+    startedAt.set(start)
+    val result = try body catch {
+      case e: IOException =>
+        val timedOut = !startedAt.compareAndSet(start, Idle)
+        close()
+        throw failure(kind, e, timedOut)
+      case e: Throwable => // an error answer: the exchange itself is complete
+        end(kind, start)
+        throw e
+    }
+    end(kind, start)
+    result
   }
 
-  /** I/O failure means the worker is gone or unusable: say which, and never reuse this. */
-  private def guard[T](body: => T): T = {
-    broken.foreach(reason => throw new WorkerFailedException(reason))
-    try body catch {
-      case e: IOException =>
-        val reason = s"lost the connection to ${worker.describeFailure}"
-        broken = Some(reason)
-        close()
-        throw new WorkerFailedException(reason, e)
+  /** Answered, but maybe past the deadline: then the watchdog has already killed the worker. */
+  private def end(kind: Byte, start: Long): Unit =
+    if (!startedAt.compareAndSet(start, Idle)) throw failure(kind, null, timedOut = true)
+
+  private def failure(kind: Byte, e: IOException, timedOut: Boolean): RuntimeException = {
+    if (timedOut) {
+      val reason = timeoutMessage(kind)
+      broken = Some(reason)
+      new WorkerTimeoutException(reason, e)
+    } else if (e.isInstanceOf[ClosedByInterruptException] || Thread.currentThread.isInterrupted) {
+      val reason = s"${name(kind)} for $store was interrupted; the connection to pyrocks " +
+        s"worker ${worker.index} (pid ${worker.pid}) was closed, so the worker drops this " +
+        "store's uncommitted writes"
+      broken = Some(reason)
+      new RequestInterruptedException(reason, e)
+    } else {
+      val reason = s"lost the connection to ${worker.describeFailure} during ${name(kind)} " +
+        s"for $store"
+      broken = Some(reason)
+      new WorkerFailedException(reason, e)
     }
   }
 
-  def close(): Unit = try channel.close() catch { case _: IOException => }
+  private def timeoutMessage(kind: Byte): String =
+    s"pyrocks worker ${worker.index} (pid ${worker.pid}) did not answer ${name(kind)} for " +
+      s"$store within ${timeoutNanos / 1000000000L} s (${LaunchOptions.Prefix}" +
+      "requestTimeoutSeconds); the worker was killed and is replaced at the next connection"
+
+  /**
+   * Called by the watchdog: if the exchange in flight is past its deadline, claims it, kills
+   * the worker and closes the channel (which wakes the blocked caller). Returns when to look
+   * again (System.nanoTime), Long.MaxValue once this connection needs no more watching.
+   */
+  private[statestore] def expireIfLate(now: Long): Long = {
+    val start = startedAt.get()
+    if (start == Expired || !channel.isOpen) Long.MaxValue
+    else if (start == Idle) now + timeoutNanos // nothing in flight can end before this
+    else if (now - start < timeoutNanos) start + timeoutNanos
+    else if (!startedAt.compareAndSet(start, Expired)) now // it just ended: look again
+    else {
+      broken = Some(timeoutMessage(inFlight))
+      worker.kill()
+      close()
+      Long.MaxValue
+    }
+  }
+
+  private[statestore] def workerPid: Long = worker.pid
+
+  /** The request in flight, if any (for tests and diagnostics). */
+  private[statestore] def requestInFlight: Option[String] =
+    if (startedAt.get() == Idle) None else Some(name(inFlight))
+
+  def close(): Unit = {
+    try channel.close() catch { case _: IOException => }
+    RequestWatchdog.unwatch(this)
+  }
 
   // ---- buffer helpers ------------------------------------------------------------------
 
@@ -178,6 +279,57 @@ final class Connection(channel: SocketChannel, worker: WorkerProcess, writeBatch
     if (cf == DefaultCf) Array.emptyByteArray else cf.getBytes(UTF_8)
 }
 
+object Connection {
+  private val Idle = Long.MinValue
+  private val Expired = Long.MinValue + 1
+}
+
 /** An error the worker reported for a request: the message names the store and version. */
 class PyRocksStoreException(message: String, val requestType: Byte)
   extends RuntimeException(message)
+
+/** A request outlived its deadline: the worker was killed, so Spark's retry gets a new one. */
+class WorkerTimeoutException(message: String, cause: Throwable = null)
+  extends WorkerFailedException(message, cause)
+
+/** The calling thread was interrupted (Spark cancelled the task); the worker is fine. */
+class RequestInterruptedException(message: String, cause: Throwable = null)
+  extends RuntimeException(message, cause)
+
+/**
+ * Keeps every connection's deadline with one daemon thread per JVM, so that a request costs
+ * no more than two atomic writes and a clock read for it: the thread sleeps until the
+ * earliest moment a request in flight could be late, and expires the late ones.
+ */
+private[statestore] object RequestWatchdog {
+  private val connections = java.util.concurrent.ConcurrentHashMap.newKeySet[Connection]()
+  private var thread: Thread = _ // guarded by this
+
+  def watch(c: Connection): Unit = synchronized {
+    connections.add(c)
+    if (thread == null) {
+      thread = new Thread(() => run(), "pyrocks-request-watchdog")
+      thread.setDaemon(true)
+      thread.start()
+    }
+    notifyAll() // its deadline may come before the thread's next look
+  }
+
+  def unwatch(c: Connection): Unit = connections.remove(c)
+
+  private def run(): Unit = synchronized {
+    while (true) {
+      val now = System.nanoTime()
+      var next = Long.MaxValue
+      connections.forEach { c =>
+        val at = c.expireIfLate(now)
+        if (at == Long.MaxValue) connections.remove(c) else next = math.min(next, at)
+      }
+      if (next == Long.MaxValue) wait()
+      else {
+        val millis = (next - System.nanoTime() + 999999) / 1000000
+        if (millis > 0) wait(millis)
+      }
+    }
+  }
+}

@@ -14,7 +14,8 @@ final case class LaunchOptions(
     writeBatchBytes: Int,
     readCacheMB: Int,
     memoryBoundMB: Int,
-    localDir: String) {
+    localDir: String,
+    requestTimeoutSeconds: Int) {
   /** What the worker processes depend on: stores with the same spec share a pool. */
   def workerSpec: LaunchOptions.WorkerSpec =
     (pythonExec, pythonPath, workers, memoryBoundMB, localDir)
@@ -49,7 +50,8 @@ object LaunchOptions {
       writeBatchBytes = positive("writeBatchBytes").getOrElse(256 << 10),
       readCacheMB = nonNegative("readCacheMB").getOrElse(256),
       memoryBoundMB = nonNegative("memoryBoundMB").getOrElse(512),
-      localDir = text("localDir").getOrElse(System.getProperty("java.io.tmpdir")))
+      localDir = text("localDir").getOrElse(System.getProperty("java.io.tmpdir")),
+      requestTimeoutSeconds = positive("requestTimeoutSeconds").getOrElse(600))
   }
 
   private def invalid(key: String, value: String, accepted: String): Nothing =

@@ -254,7 +254,8 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
       connection = null
       cache.invalidate() // a new connection means a new working copy
       val pool = WorkerPool.get(launch)
-      val conn = pool.connect(math.abs(storeId.partitionId) % pool.size, launch.writeBatchBytes)
+      val conn = pool.connect(math.abs(storeId.partitionId) % pool.size, launch.writeBatchBytes,
+        launch.requestTimeoutSeconds, describe)
       try conn.request(Wire.Open, openSpec) catch {
         case NonFatal(e) => conn.close(); throw e
       }

@@ -35,14 +35,16 @@ object WorkerPool extends Logging {
   }
 
   /** Stops every worker of every pool; the next `get` starts a new pool. Safe to call more
-   * than once. */
+   * than once. Workers finish their stores first (final snapshots), each given up to its
+   * pool's request timeout, all at once. */
   def shutdown(): Unit = {
     val stopping = synchronized {
       val all = pools.values.toList
       pools.clear()
       all
     }
-    stopping.foreach(_.shutdown())
+    stopping.foreach(_.beginShutdown())
+    stopping.foreach(_.awaitShutdown())
   }
 
   try {
@@ -71,8 +73,10 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
 
   def size: Int = slots.length
 
-  /** A new connection to the worker of `slot`, starting or replacing the worker if needed. */
-  def connect(slot: Int, writeBatchBytes: Int): Connection = {
+  /** A new connection to the worker of `slot` for `store`, starting or replacing the worker
+   * if needed; its requests have `requestTimeoutSeconds` each. */
+  def connect(slot: Int, writeBatchBytes: Int, requestTimeoutSeconds: Int,
+      store: String): Connection = {
     val worker = slots.synchronized {
       if (closed) throw new WorkerFailedException("the pyrocks worker pool was shut down")
       val existing = slots(slot)
@@ -82,12 +86,19 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
       }
       slots(slot)
     }
-    worker.connect(writeBatchBytes)
+    worker.connect(writeBatchBytes, requestTimeoutSeconds, store)
   }
 
-  def shutdown(): Unit = slots.synchronized {
+  /** Asks every worker to finish and exit (they work on it in parallel). */
+  private def beginShutdown(): Unit = slots.synchronized {
     closed = true
-    slots.filter(_ != null).foreach(_.stop())
+    slots.filter(_ != null).foreach(_.beginStop())
+  }
+
+  /** Waits for the workers up to the request timeout, kills what is left, removes files. */
+  private def awaitShutdown(): Unit = {
+    val deadline = System.nanoTime() + opts.requestTimeoutSeconds * 1000000000L
+    slots.filter(_ != null).foreach(_.awaitStop(deadline))
     deleteRecursively(dir.toFile)
     deleteRecursively(socketDir.toFile)
   }
@@ -98,9 +109,19 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
   }
 }
 
+/** What a connection knows of its worker: who it is, and how to end it. */
+trait WorkerHandle {
+  def index: Int
+  def pid: Long
+  /** Its state and the end of its stderr, for the error of a task that lost it. */
+  def describeFailure: String
+  /** Kills it at once; the pool replaces it at the next connection. */
+  def kill(): Unit
+}
+
 /** One `python -m state_store.worker` process and its socket. */
-final class WorkerProcess(poolDir: Path, socketDir: Path, index: Int, opts: LaunchOptions)
-  extends Logging {
+final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: LaunchOptions)
+  extends WorkerHandle with Logging {
   private val socketPath = socketDir.resolve(s"w$index.sock")
   private val dataDir = poolDir.resolve(s"w$index")
   private val stderrLog = poolDir.resolve(s"w$index.stderr")
@@ -140,16 +161,19 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, index: Int, opts: Laun
     }
   }
 
-  def isAlive: Boolean = process.isAlive
+  @volatile private var killed = false
 
-  def connect(writeBatchBytes: Int): Connection = {
+  /** False as soon as it was killed, even before the OS has reaped it. */
+  def isAlive: Boolean = !killed && process.isAlive
+
+  def connect(writeBatchBytes: Int, requestTimeoutSeconds: Int, store: String): Connection = {
     val channel = SocketChannel.open(StandardProtocolFamily.UNIX)
     try channel.connect(UnixDomainSocketAddress.of(socketPath)) catch {
       case e: IOException =>
         channel.close()
         throw new WorkerFailedException(s"cannot connect to $describe: ${e.getMessage}", e)
     }
-    new Connection(channel, this, writeBatchBytes)
+    new Connection(channel, this, writeBatchBytes, requestTimeoutSeconds * 1000000000L, store)
   }
 
   def describe: String = {
@@ -157,10 +181,19 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, index: Int, opts: Laun
     s"pyrocks worker $index (pid $pid, $state)"
   }
 
-  /** Why this worker failed, for the task's error: its state and the end of its stderr. */
+  /** Why this worker failed, for the task's error: its state and the end of its stderr. A
+   * worker that just closed its socket is given a moment to exit, so its exit code shows. */
   def describeFailure: String = {
-    process.waitFor(2, TimeUnit.SECONDS)
+    try process.waitFor(2, TimeUnit.SECONDS) catch {
+      case _: InterruptedException => Thread.currentThread.interrupt() // keep it for the caller
+    }
     s"$describe; stderr: ${stderrTail()}"
+  }
+
+  def kill(): Unit = {
+    killed = true
+    logWarning(s"killing $describe")
+    process.destroyForcibly()
   }
 
   private def stderrTail(): String = try {
@@ -171,9 +204,19 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, index: Int, opts: Laun
   private def exitCode(proc: Process): String =
     if (proc.isAlive) "none, still running" else proc.exitValue().toString
 
-  /** Closing stdin asks the worker to clean up and exit; it is killed if it does not. */
-  def stop(): Unit = {
-    try process.getOutputStream.close() catch { case NonFatal(_) => }
-    if (!process.waitFor(10, TimeUnit.SECONDS)) process.destroyForcibly()
+  /** Closing stdin asks the worker to finish its stores (final snapshots) and exit. */
+  def beginStop(): Unit = try process.getOutputStream.close() catch { case NonFatal(_) => }
+
+  /** Waits for the exit `beginStop` asked for until `deadline` (System.nanoTime), then kills. */
+  def awaitStop(deadline: Long): Unit = {
+    val exited = try process.waitFor(math.max(0L, deadline - System.nanoTime()),
+      TimeUnit.NANOSECONDS) catch {
+      case _: InterruptedException => Thread.currentThread.interrupt(); false
+    }
+    if (!exited) {
+      logWarning(s"$describe did not finish within ${opts.requestTimeoutSeconds} s " +
+        s"(${LaunchOptions.Prefix}requestTimeoutSeconds); killing it")
+      process.destroyForcibly()
+    }
   }
 }
