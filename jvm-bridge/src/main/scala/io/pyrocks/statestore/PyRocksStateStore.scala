@@ -166,14 +166,18 @@ class PyRocksStateStore(
   override def commit(): Long = {
     requireUpdating("commit")
     val newVersion = version + 1
-    provider.commit(newVersion)
+    provider.commit(this, newVersion)
     phase = Committed
     newVersion
   }
 
+  /** Leaves the store ABORTED (unless it committed) whatever happens on the way. */
   override def abort(): Unit = {
-    if (phase == Updating && !readOnly) provider.abort()
-    if (phase != Committed) phase = Aborted
+    try {
+      if (phase == Updating && !readOnly) provider.abort(this)
+    } finally {
+      if (phase != Committed) phase = Aborted
+    }
   }
 
   override def release(): Unit = {}

@@ -24,6 +24,12 @@ import org.apache.spark.sql.types.StructType
  * holds one connection to the worker that owns the store's working copy; every call goes
  * through `request`/`write` under the provider's lock, because Spark's maintenance thread
  * calls in while a task may be using a store.
+ *
+ * One writer per working copy: `writer` is the one store of this provider that is UPDATING.
+ * A load rebuilds the working copy over any uncommitted writes, so while a writer exists no
+ * other store is loaded (`awaitNoWriter`): a second task (a zombie attempt and its retry,
+ * a speculative copy) waits until the writer commits or aborts, and fails past the request
+ * timeout; it never loads over the first task's writes, so no version mixes two tasks'.
  */
 class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   import PyRocksStateStoreProvider._
@@ -37,6 +43,9 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   private var cache: ReadCache = _ // guarded by this; see ReadCache for why it stays exact
   private val localName = UUID.randomUUID().toString
   private var iteratorIds = 0
+  private var writer: PyRocksStateStore = _ // guarded by this; see the class comment
+  private var writerThread: Thread = _
+  private var writerConnection: Connection = _ // holds the writer's working copy
 
   override def init(
       stateStoreId: StateStoreId,
@@ -69,14 +78,51 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
       forceSnapshotOnCommit: Boolean,
       loadEmpty: Boolean): StateStore = {
     refuseUnsupported(uniqueId, loadEmpty)
-    load(version)
-    new PyRocksStateStore(this, version, readOnly = false)
+    val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
+    synchronized {
+      awaitNoWriter(version, "update", deadline)
+      load(version)
+      val store = new PyRocksStateStore(this, version, readOnly = false)
+      writer = store
+      writerThread = Thread.currentThread()
+      writerConnection = connection
+      store
+    }
   }
 
   override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore = {
     refuseUnsupported(uniqueId, loadEmpty = false)
-    load(version)
-    new PyRocksStateStore(this, version, readOnly = true)
+    val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
+    synchronized {
+      awaitNoWriter(version, "read", deadline)
+      load(version)
+      new PyRocksStateStore(this, version, readOnly = true)
+    }
+  }
+
+  /** Waits (releasing the lock) until no store of this provider is UPDATING, or fails. */
+  private def awaitNoWriter(version: Long, purpose: String, deadline: Long): Unit = {
+    while (writer != null) {
+      def refuse(why: String) = new IllegalStateException(s"cannot load version $version of " +
+        s"$describe to $purpose it: $writer is being updated $why")
+      if (writerThread eq Thread.currentThread()) {
+        throw refuse("by this same thread, which has neither committed nor aborted it")
+      }
+      val left = deadline - System.nanoTime()
+      if (left <= 0) {
+        throw refuse(s"by another task, which neither committed nor aborted it within " +
+          s"${launch.requestTimeoutSeconds} s (${LaunchOptions.Prefix}requestTimeoutSeconds)")
+      }
+      wait(math.max(1L, left / 1000000L))
+    }
+  }
+
+  /** `store` has committed or aborted: the next store may load. */
+  private def releaseWriter(store: PyRocksStateStore): Unit = if (writer eq store) {
+    writer = null
+    writerThread = null
+    writerConnection = null
+    notifyAll()
   }
 
   private def refuseUnsupported(uniqueId: Option[String], loadEmpty: Boolean): Unit = {
@@ -99,30 +145,36 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
     cache.loaded(version, unchanged = jsonField(answer, "unchanged") == "true")
   }
 
-  private[statestore] def commit(newVersion: Long): Unit = synchronized {
-    val answer = try request(Wire.Commit, ByteBuffer.allocate(8).putLong(newVersion).array())
-    catch {
-      case NonFatal(e) =>
-        cache.invalidate()
-        throw new IllegalStateException(
-          s"failed to commit version $newVersion of $describe: ${e.getMessage}", e)
-    }
-    // Lost the race to publish: the worker reloads the winner's state, so must we.
-    if (jsonField(answer, "published") == "true") cache.committed(newVersion)
-    else cache.invalidate()
-    if (storeConf.commitValidationEnabled) {
-      StateStore.reportCommitToCoordinator(newVersion, storeId, hadoopConf)
-    }
-  }
-
-  private[statestore] def abort(): Unit = synchronized {
-    cache.invalidate()
-    // Buffered writes are dropped with the connection state; a dead worker has nothing to undo.
-    if (connection != null && !connection.isBroken) {
-      try request(Wire.Abort, Array.emptyByteArray) catch {
-        case NonFatal(e) => logWarning(s"abort of $describe failed: ${e.getMessage}")
+  /** A failed commit leaves `store` the writer: the task's abort releases it. */
+  private[statestore] def commit(store: PyRocksStateStore, newVersion: Long): Unit =
+    synchronized {
+      val answer = try request(Wire.Commit, ByteBuffer.allocate(8).putLong(newVersion).array())
+      catch {
+        case NonFatal(e) =>
+          cache.invalidate()
+          throw new IllegalStateException(
+            s"failed to commit version $newVersion of $describe: ${e.getMessage}", e)
+      }
+      releaseWriter(store)
+      // Lost the race to publish: the worker reloads the winner's state, so must we.
+      if (jsonField(answer, "published") == "true") cache.committed(newVersion)
+      else cache.invalidate()
+      if (storeConf.commitValidationEnabled) {
+        StateStore.reportCommitToCoordinator(newVersion, storeId, hadoopConf)
       }
     }
+
+  /** Never throws over the error that made the task abort; always releases the writer. */
+  private[statestore] def abort(store: PyRocksStateStore): Unit = synchronized {
+    try {
+      cache.invalidate()
+      // A broken connection needs nothing undone: the worker drops the session's writes.
+      if (connection != null && !connection.isBroken) {
+        try request(Wire.Abort, Array.emptyByteArray) catch {
+          case NonFatal(e) => logWarning(s"abort of $describe failed: ${e.getMessage}")
+        }
+      }
+    } finally releaseWriter(store)
   }
 
   private def jsonField(answer: Array[Byte], field: String): String = {
@@ -248,9 +300,16 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   private[statestore] def tell(kind: Byte, body: Array[Byte]): Unit =
     withConnection(_.tell(kind, body))
 
-  /** Runs `f` on a live connection, opening one (and the store in the worker) if needed. */
+  /** Runs `f` on a live connection, opening one (and the store in the worker) if needed.
+   * The writer's working copy lives in its connection's session: once that is gone, the
+   * writer cannot go on (a new session has nothing loaded), and says why. */
   private def withConnection[T](f: Connection => T): T = synchronized {
     if (connection == null || connection.isBroken) {
+      if (writer != null) {
+        val why = Option(writerConnection).flatMap(_.brokenReason)
+          .getOrElse("the provider was closed while it was being updated")
+        throw new WorkerFailedException(s"$writer lost its working copy: $why")
+      }
       connection = null
       cache.invalidate() // a new connection means a new working copy
       val pool = WorkerPool.get(launch)
