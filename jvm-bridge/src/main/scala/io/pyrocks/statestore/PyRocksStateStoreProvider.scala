@@ -1,5 +1,7 @@
 package io.pyrocks.statestore
 
+import java.io.FileNotFoundException
+import java.net.InetAddress
 import java.nio.ByteBuffer
 import java.nio.charset.StandardCharsets.UTF_8
 import java.security.MessageDigest
@@ -10,9 +12,11 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
-import org.json4s.{DefaultFormats, JObject, JString}
+import org.apache.hadoop.fs.Path
+import org.json4s.{DefaultFormats, JNothing, JObject, JString}
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
 
+import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types.StructType
@@ -39,13 +43,15 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   private var hadoopConf: Configuration = _
   private var launch: LaunchOptions = _
   private val codecs = new ConcurrentHashMap[String, ColumnFamilyCodec]()
-  private var connection: Connection = _
+  // Written under the lock; volatile so tests and diagnostics can look without waiting.
+  @volatile private var connection: Connection = _
   private var cache: ReadCache = _ // guarded by this; see ReadCache for why it stays exact
   private val localName = UUID.randomUUID().toString
   private var iteratorIds = 0
   private var writer: PyRocksStateStore = _ // guarded by this; see the class comment
   private var writerThread: Thread = _
   private var writerConnection: Connection = _ // holds the writer's working copy
+  private var queryId: Option[String] = None // read once, when first needed
 
   override def init(
       stateStoreId: StateStoreId,
@@ -315,7 +321,7 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
       val pool = WorkerPool.get(launch)
       val conn = pool.connect(math.abs(storeId.partitionId) % pool.size, launch.writeBatchBytes,
         launch.requestTimeoutSeconds, describe)
-      try conn.request(Wire.Open, openSpec) catch {
+      try conn.request(Wire.Open, openSpec(localName)) catch {
         case NonFatal(e) => conn.close(); throw e
       }
       connection = conn
@@ -323,24 +329,58 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
     f(connection)
   }
 
-  private def openSpec: Array[Byte] = {
+  private[statestore] def openSpec(localName: String): Array[Byte] = {
     val pyrocks = storeConf.sqlConfs.filter(_._1.startsWith(LaunchOptions.Prefix))
     val spec = JObject(
       "store_root" -> JString(storeId.storeCheckpointLocation().toString),
       "store_path" -> JString(relativeStorePath),
       "store_name" -> JString(describe),
       "local_name" -> JString(localName),
+      "query_id" -> JString(streamingQueryId),
+      "writer" -> JString(writerName),
       "options" -> JObject(pyrocks.toList.map { case (k, v) => k -> JString(v) }))
     compact(render(spec)).getBytes(UTF_8)
   }
 
-  /** Where this store lives under a configured rootUrl: stable across restarts of a query. */
+  /**
+   * The id of the streaming query this store belongs to (the same across its restarts),
+   * from the `metadata` file Spark writes at the checkpoint's root when the query starts;
+   * "" where there is none (a provider made outside a query). The worker keeps each query's
+   * records apart by it, so a query reset onto a reused path never adopts older state.
+   */
+  private def streamingQueryId: String = queryId.getOrElse {
+    val id = Option(new Path(storeId.checkpointRootLocation).getParent).map { checkpoint =>
+      val file = new Path(checkpoint, "metadata")
+      val text = try {
+        val in = file.getFileSystem(hadoopConf).open(file)
+        try Some(new String(in.readAllBytes(), UTF_8)) finally in.close()
+      } catch { case _: FileNotFoundException => None }
+      text.map { json =>
+        (try parse(json) \ "id" catch { case NonFatal(_) => JNothing }) match {
+          case JString(value) if value.nonEmpty => value
+          case _ => throw new IllegalStateException(
+            s"$file does not hold a streaming query id (expected {\"id\": \"<uuid>\"}): $json")
+        }
+      }.getOrElse("")
+    }.getOrElse("")
+    queryId = Some(id)
+    id
+  }
+
+  /** Where this store lives under a configured rootUrl: stable across restarts of a query
+   * (the worker adds the query id below it). */
   private def relativeStorePath: String = {
     val digest = MessageDigest.getInstance("SHA-256")
       .digest(storeId.checkpointRootLocation.getBytes(UTF_8))
     val checkpoint = digest.take(8).map("%02x".format(_)).mkString
     s"$checkpoint/${storeId.operatorId}/${storeId.partitionId}/${storeId.storeName}"
   }
+
+  // ---- for tests and diagnostics: never wait for the lock ------------------------------
+
+  private[statestore] def currentConnection: Option[Connection] = Option(connection)
+
+  private[statestore] def readCache: ReadCache = cache
 
   // ---- maintenance, metrics, close ----------------------------------------------------------
 
@@ -399,6 +439,15 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
 
 object PyRocksStateStoreProvider {
   val ProviderName = "PyRocksStateStoreProvider"
+
+  private lazy val thisProcess: String = {
+    val host = try InetAddress.getLocalHost.getHostName catch { case NonFatal(_) => "unknown host" }
+    s"pid ${ProcessHandle.current().pid()} on $host"
+  }
+
+  /** This JVM, for the records a store's worker writes: which executor wrote what. */
+  def writerName: String =
+    s"executor ${Option(SparkEnv.get).map(_.executorId).getOrElse("(none)")} $thisProcess"
 
   /** Names match the keys of the worker's METRICS answer, behind a `pyrocks.` prefix. */
   val CustomMetrics: Seq[StateStoreCustomMetric] = Seq(
