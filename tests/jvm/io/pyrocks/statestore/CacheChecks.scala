@@ -1,0 +1,222 @@
+package io.pyrocks.statestore
+
+import java.nio.charset.StandardCharsets.UTF_8
+
+/** The read cache and its key filter: exact answers whatever happens to their memory. */
+object CacheChecks {
+  val all: Map[String, Fixture => Unit] = Map(
+    "lost-race-invalidates-cache" -> lostRaceInvalidatesCache,
+    "reconnect-invalidates-cache" -> reconnectInvalidatesCache,
+    "family-and-key-never-collide" -> familyAndKeyNeverCollide,
+    "reclaim-during-scan-keeps-listings-exact" -> reclaimDuringScan,
+    "key-filter-charged-to-budget" -> keyFilterChargedToBudget,
+    "key-filter-dropped-under-pressure" -> keyFilterDroppedUnderPressure,
+    "key-filter-growth-never-overflows" -> keyFilterGrowthNeverOverflows)
+
+  import Wire.DefaultCf
+
+  private def bytes(s: String): Array[Byte] = s.getBytes(UTF_8)
+
+  /** Two attempts of one batch on two working copies: the one that loses the race to
+   * publish must forget what it wrote, or it would answer from a version that lost. */
+  def lostRaceInvalidatesCache(f: Fixture): Unit = {
+    import f._
+    val root = checkpoint("race")
+    val (winner, loser) = (provider(root), provider(root))
+    val losing = loser.getStore(0)
+    losing.put(key(1), value(20))
+    losing.put(key(2), value(2))
+    val winning = winner.getStore(0)
+    winning.put(key(1), value(10))
+    winning.commit()
+    losing.commit() // loses: version 1 is the winner's now
+    for (k <- Seq(1L, 2L)) {
+      expect(loser.readCache.lookup(DefaultCf, keyBytes(k)).isEmpty,
+        s"after a lost race the cache still answers key $k: " +
+          loser.readCache.lookup(DefaultCf, keyBytes(k)).map(_.map(_.toSeq)))
+    }
+    val next = loser.getStore(1)
+    expect(valueOf(next.get(key(1))).contains(10L) && next.get(key(2)) == null,
+      s"version 1 seen by the loser: key 1 = ${valueOf(next.get(key(1)))}, " +
+        s"key 2 = ${valueOf(next.get(key(2)))}; the winner wrote only key 1 = 10")
+    next.abort()
+    winner.close()
+    loser.close()
+  }
+
+  /** A new connection is a new working copy: nothing learned from the old one answers. */
+  def reconnectInvalidatesCache(f: Fixture): Unit = {
+    import f._
+    val p = provider(checkpoint("reconnect"))
+    val store = p.getStore(0)
+    store.put(key(1), value(1))
+    store.commit()
+    expect(p.readCache.lookup(DefaultCf, keyBytes(1)).exists(_.isDefined), "key 1 not cached")
+    val pid = workerPid(p)
+    signal(pid, "KILL")
+    eventually(s"worker $pid exits")(!isAlive(pid))
+    val lost = expectThrows[WorkerFailedException](p.getStore(1))
+    expect(messages(lost).contains("lost the connection"), messages(lost))
+    p.metrics() // the first request after the loss opens a new connection
+    expect(workerPid(p) != pid, "the dead worker was not replaced")
+    expect(p.readCache.lookup(DefaultCf, keyBytes(1)).isEmpty,
+      "the cache kept answers learned from the lost working copy")
+    val again = p.getStore(1)
+    expect(valueOf(again.get(key(1))).contains(1L), "version 1 lost key 1")
+    again.abort()
+    p.close()
+  }
+
+  /** The default family's key "cf\0k" and family "cf"'s key "k" are different keys, and so
+   * are their scan prefixes: one must never answer for the other. */
+  def familyAndKeyNeverCollide(f: Fixture): Unit = {
+    import f._
+    val p = provider(checkpoint("collide"))
+    val store = p.getStore(0)
+    store.createColFamilyIfAbsent("cf", keySchema, valueSchema,
+      org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec(keySchema),
+      useMultipleValuesPerKey = false, isInternal = false)
+    p.put(DefaultCf, bytes("cf\u0000k"), bytes("default"), multipleValues = false, None)
+    val got = p.get("cf", bytes("k"), multipleValues = false)
+    expect(got.isEmpty, s"family cf's key k answered with ${got.map(new String(_, UTF_8))}")
+
+    p.put(DefaultCf, bytes("cf\u0000p1"), bytes("in default"), multipleValues = false,
+      Some(bytes("cf\u0000p")))
+    p.put("cf", bytes("p1"), bytes("in cf"), multipleValues = false, Some(bytes("p")))
+    def listing(cf: String, prefix: String): List[(String, String)] =
+      p.scan(cf, Wire.ScanPrefix, bytes(prefix), Array.emptyByteArray)
+        .map { case (k, v) => (new String(k, UTF_8), new String(v, UTF_8)) }.toList
+    for (_ <- 1 to 2) { // the second round is answered from the listings the first learned
+      val default = listing(DefaultCf, "cf\u0000p")
+      val cf = listing("cf", "p")
+      expect(default == List(("cf\u0000p1", "in default")), s"default family listed $default")
+      expect(cf == List(("p1", "in cf")), s"family cf listed $cf")
+    }
+    store.abort()
+    p.close()
+  }
+
+  /**
+   * Another store's entries take this cache's memory back while this store is half-way
+   * through a prefix scan, and a key the scan has already returned is removed before it
+   * ends: the listing the scan would teach is stale, and must not be learned.
+   */
+  def reclaimDuringScan(f: Fixture): Unit = {
+    import f._
+    val options = Seq("readCacheMB" -> "1", "iteratorChunkBytes" -> "128")
+    val scanning = prefixProvider(checkpoint("scanning"), options: _*)
+    val filling = provider(checkpoint("filling"), options: _*)
+    val first = scanning.getStore(0)
+    (0L until 100L).foreach(i => first.put(pair(7, i), value(i)))
+    first.commit()
+    val store = scanning.getStore(1)
+    def listed(): Map[Long, Long] = {
+      val it = store.prefixScan(group(7))
+      try it.map(p => p.key.getLong(1) -> p.value.getLong(0)).toMap finally it.close()
+    }
+    val scan = store.prefixScan(group(7))
+    val seen = (1 to 30).map(_ => scan.next().key.copy())
+
+    val other = filling.getStore(0) // fills the shared 1 MiB budget, reclaiming it all
+    (0L until 20000L).foreach(i => other.put(key(i), value(i)))
+    val probe = scanning.codec(DefaultCf).key(pair(7, 50))
+    expect(scanning.readCache.lookup(DefaultCf, probe).isEmpty,
+      "the scanning store's cache was not reclaimed: the check did not happen")
+    val removed = seen.head.getLong(1)
+    store.remove(seen.head)
+    val rest = scan.toList // runs to the end: the scan hands over what it saw
+    expect(rest.size == 70, s"the scan returned ${30 + rest.size} rows, not 100")
+    val expected = (0L until 100L).filter(_ != removed).map(i => i -> i).toMap
+    for (round <- 1 to 2) {
+      val now = listed()
+      expect(now == expected, s"prefix scan $round after the reclaim: missing " +
+        s"${(expected.keySet -- now.keySet).toSeq.sorted}, extra ${(now.keySet -- expected.keySet)}")
+    }
+    store.put(pair(7, 1000), value(1000)) // a listing, if learned, must follow writes
+    expect(listed() == expected + (1000L -> 1000L), s"after a put: ${listed().keySet}")
+    store.abort()
+    other.abort()
+    scanning.close()
+    filling.close()
+  }
+
+  private def absentAnswers(cache: ReadCache, keys: Seq[Long], f: Fixture): Seq[Long] =
+    keys.filter(k => cache.lookup(DefaultCf, f.rawKey(k)).contains(None))
+
+  /** The filter's memory counts against the budget, and grows within it. */
+  def keyFilterChargedToBudget(f: Fixture): Unit = {
+    import f._
+    val limit = 4L << 20
+    val budget = new CacheBudget(limit)
+    val cache = new ReadCache(budget)
+    cache.loaded(0, unchanged = false)
+    expect(cache.memoryBytes >= new KeyFilter().bytes &&
+      budget.usedBytes == cache.memoryBytes,
+      s"the empty store's filter is not charged: the cache holds ${cache.memoryBytes} bytes, " +
+        s"the budget counts ${budget.usedBytes}")
+    val keys = 300000L
+    var k = 0L
+    while (k < keys) {
+      cache.remember(DefaultCf, rawKey(k), rawKey(k))
+      if (k % 1000 == 0) {
+        expect(budget.usedBytes == cache.memoryBytes && cache.memoryBytes <= limit,
+          s"after $k keys the cache holds ${cache.memoryBytes} bytes, the budget counts " +
+            s"${budget.usedBytes} of $limit")
+      }
+      k += 1
+    }
+    expect(cache.memoryBytes >= KeyFilter.bytesFor(keys), s"the filter did not grow to " +
+      s"$keys keys within the budget: the cache holds ${cache.memoryBytes} bytes")
+    val wrong = absentAnswers(cache, 0L until keys, f)
+    expect(wrong.isEmpty, s"${wrong.size} written keys answered absent, e.g. ${wrong.take(5)}")
+    val fresh = keys until keys + 10000
+    val proven = absentAnswers(cache, fresh, f).size
+    expect(proven > 9000, s"the filter proved only $proven of 10000 new keys absent")
+  }
+
+  /** A growth the budget cannot hold drops the filter: lookups then ask the worker. */
+  def keyFilterDroppedUnderPressure(f: Fixture): Unit = {
+    import f._
+    val limit = 200L << 10 // filters of 16K and 64K keys (100 KiB) fit, the next (320 KiB) not
+    val budget = new CacheBudget(limit)
+    val cache = new ReadCache(budget)
+    cache.loaded(0, unchanged = false)
+    val keys = 100000L
+    var k = 0L
+    while (k < keys) {
+      cache.remember(DefaultCf, rawKey(k), rawKey(k))
+      expect(cache.memoryBytes <= limit && budget.usedBytes == cache.memoryBytes,
+        s"after $k keys the cache holds ${cache.memoryBytes} bytes, the budget counts " +
+          s"${budget.usedBytes} of $limit")
+      k += 1
+    }
+    val wrong = absentAnswers(cache, 0L until keys, f)
+    expect(wrong.isEmpty, s"${wrong.size} written keys answered absent, e.g. ${wrong.take(5)}")
+    val proven = absentAnswers(cache, keys until keys + 1000, f)
+    expect(proven.isEmpty, s"without a filter, ${proven.size} unknown keys answered absent")
+  }
+
+  /** Bit indexes are Ints: a filter never grows past them (it used to overflow the size into
+   * a NegativeArraySizeException inside a put near 268M keys); the cache drops it instead. */
+  def keyFilterGrowthNeverOverflows(f: Fixture): Unit = {
+    import f._
+    val largest = new KeyFilter(1 << 27) // 2^29 keys would take 5.4G bits
+    expect(largest.growthBytes.isEmpty, s"a filter of 2^27 keys offers to grow by " +
+      s"${largest.growthBytes} bytes")
+    expect(largest.hasRoom, "a new filter has no room")
+
+    // Entries overflow this budget (so the cache is not complete) but every filter would fit:
+    // only the filter's own limit (1024 keys, then 4096, then no more) stops it.
+    val budget = new CacheBudget(64L << 10)
+    val cache = new ReadCache(budget, () => new KeyFilter(1024, maxBits = 4096 * 10))
+    cache.loaded(0, unchanged = false)
+    val keys = 8000L
+    (0L until keys).foreach(k => cache.remember(DefaultCf, rawKey(k), rawKey(k)))
+    val wrong = absentAnswers(cache, 0L until keys, f)
+    expect(wrong.isEmpty, s"${wrong.size} written keys answered absent, e.g. ${wrong.take(5)}")
+    expect(budget.usedBytes == cache.memoryBytes, s"the budget counts ${budget.usedBytes}, " +
+      s"the cache holds ${cache.memoryBytes}")
+    val proven = absentAnswers(cache, keys until keys + 1000, f)
+    expect(proven.isEmpty, s"a filter past its limit still answered ${proven.size} keys absent")
+  }
+}

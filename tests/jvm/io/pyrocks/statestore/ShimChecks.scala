@@ -1,0 +1,171 @@
+package io.pyrocks.statestore
+
+import java.nio.file.{Files, Path, Paths}
+import java.util.concurrent.{CompletableFuture, TimeUnit}
+
+import scala.util.control.NonFatal
+
+import org.apache.hadoop.conf.Configuration
+
+import org.apache.spark.sql.catalyst.expressions.{SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.types.{LongType, StructType}
+
+/**
+ * The shim's own checks, run one per JVM by `tests/test_shim_units.py` (ScalaTest is not
+ * available): `ShimChecks <check> <work dir> <python> <python path>` prints `PASS <check>`
+ * and exits 0, or prints why it failed and exits 1. They drive the real classes: providers
+ * on real worker processes, the real read cache and connection. They live in the shim's
+ * package to reach what it keeps `private[statestore]`.
+ */
+object ShimChecks {
+  private val checks: Map[String, Fixture => Unit] =
+    CacheChecks.all ++ WriterChecks.all ++ DeadlineChecks.all
+
+  def main(args: Array[String]): Unit = {
+    val Array(name, work, python, pythonPath) = args
+    val check = checks.getOrElse(name, {
+      System.err.println(s"no check '$name'; known: ${checks.keys.toSeq.sorted.mkString(", ")}")
+      sys.exit(2)
+    })
+    val outcome = try {
+      check(new Fixture(Paths.get(work), python, pythonPath))
+      None
+    } catch { case e: Throwable => Some(e) }
+    WorkerPool.shutdown()
+    outcome match {
+      case None =>
+        println(s"PASS $name")
+        sys.exit(0)
+      case Some(e) =>
+        e.printStackTrace()
+        println(s"FAIL $name: $e")
+        sys.exit(1)
+    }
+  }
+}
+
+/** What checks share: providers made as an executor makes them, rows, and assertions. */
+final class Fixture(val work: Path, python: String, pythonPath: String) {
+  val keySchema: StructType = new StructType().add("k", LongType)
+  val valueSchema: StructType = new StructType().add("v", LongType)
+  /** Keys of a prefix-scan family: (group, item), scanned by group. */
+  val pairSchema: StructType = new StructType().add("group", LongType).add("item", LongType)
+
+  def checkpoint(name: String): Path = Files.createDirectories(work.resolve(name).resolve("state"))
+
+  def conf(options: (String, String)*): StateStoreConf = {
+    val sql = new SQLConf
+    sql.setConfString("spark.sql.streaming.stateStore.commitValidation.enabled", "false")
+    val defaults = Seq("pythonExec" -> python, "pythonPath" -> pythonPath, "workers" -> "1",
+      "localDir" -> work.resolve("pool").toString)
+    (defaults ++ options).foreach { case (k, v) => sql.setConfString(LaunchOptions.Prefix + k, v) }
+    new StateStoreConf(sql, Map.empty)
+  }
+
+  /** A provider of partition 0, operator 0 of the store under `root`; each is a distinct
+   * working copy, as two executors (or two attempts on one) would have. */
+  def provider(root: Path, options: (String, String)*): PyRocksStateStoreProvider =
+    providerWith(root, NoPrefixKeyStateEncoderSpec(keySchema), keySchema, options: _*)
+
+  def prefixProvider(root: Path, options: (String, String)*): PyRocksStateStoreProvider =
+    providerWith(root, PrefixKeyScanStateEncoderSpec(pairSchema, 1), pairSchema, options: _*)
+
+  private def providerWith(root: Path, spec: KeyStateEncoderSpec, keys: StructType,
+      options: (String, String)*): PyRocksStateStoreProvider = {
+    val provider = new PyRocksStateStoreProvider
+    provider.init(StateStoreId(root.toString, 0L, 0), keys, valueSchema, spec,
+      useColumnFamilies = true, conf(options: _*), new Configuration(),
+      useMultipleValuesPerKey = false, stateSchemaProvider = None)
+    provider
+  }
+
+  // ---- rows (fresh objects: the checks keep them) -------------------------------------
+
+  def key(k: Long): UnsafeRow = row(keySchema, k)
+  def pair(group: Long, item: Long): UnsafeRow = row(pairSchema, group, item)
+  def group(g: Long): UnsafeRow = row(new StructType().add("group", LongType), g)
+  def value(v: Long): UnsafeRow = row(valueSchema, v)
+
+  /** The bytes a NoPrefix family keeps for `key(k)` (and the read cache knows it by). */
+  def keyBytes(k: Long): Array[Byte] = ColumnFamilyCodec.copyOf(key(k))
+
+  def valueOf(row: UnsafeRow): Option[Long] = Option(row).map(_.getLong(0))
+
+  /** Eight bytes per key, for checks of the cache alone (which sees only bytes). */
+  def rawKey(k: Long): Array[Byte] = java.nio.ByteBuffer.allocate(8).putLong(k).array()
+
+  private val projections = scala.collection.mutable.Map.empty[StructType, UnsafeProjection]
+
+  private def row(schema: StructType, fields: Long*): UnsafeRow = synchronized {
+    val in = new SpecificInternalRow(schema)
+    fields.zipWithIndex.foreach { case (v, i) => in.setLong(i, v) }
+    projections.getOrElseUpdate(schema, UnsafeProjection.create(schema))(in).copy()
+  }
+
+  // ---- assertions and waiting ---------------------------------------------------------
+
+  def expect(ok: Boolean, what: => String): Unit =
+    if (!ok) throw new AssertionError(what)
+
+  def expectThrows[E <: Throwable](body: => Any)(implicit tag: scala.reflect.ClassTag[E]): E = {
+    val thrown = try { body; None } catch { case e: Throwable => Some(e) }
+    thrown match {
+      case Some(e: E) => e
+      case Some(other) => throw new AssertionError(
+        s"expected ${tag.runtimeClass.getSimpleName}, got $other", other)
+      case None => throw new AssertionError(s"expected ${tag.runtimeClass.getSimpleName}")
+    }
+  }
+
+  /** The message of `e` and of every cause, as the task's error would show them. */
+  def messages(e: Throwable): String =
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).map(_.toString).mkString(" <- ")
+
+  /** Waits for a state another thread or process reaches (polls it: there is no event). */
+  def eventually(what: String)(condition: => Boolean): Unit = {
+    val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120)
+    while (!condition) {
+      if (System.nanoTime() > deadline) throw new AssertionError(s"never happened: $what")
+      Thread.sleep(10)
+    }
+  }
+
+  /** Runs `body` on a new thread, as a second task would; join with `.get`. */
+  def inThread[T](name: String)(body: => T): (Thread, CompletableFuture[T]) = {
+    val result = new CompletableFuture[T]()
+    val thread = new Thread(() => {
+      try result.complete(body) catch { case e: Throwable => result.completeExceptionally(e) }
+    }, name)
+    thread.start()
+    (thread, result)
+  }
+
+  def outcome[T](future: CompletableFuture[T]): Either[Throwable, T] =
+    try Right(future.get(5, TimeUnit.MINUTES)) catch {
+      case e: java.util.concurrent.ExecutionException => Left(e.getCause)
+    }
+
+  // ---- worker processes ---------------------------------------------------------------
+
+  def workerPid(provider: PyRocksStateStoreProvider): Long =
+    provider.currentConnection.map(_.workerPid).getOrElse(
+      throw new AssertionError("the provider has no connection"))
+
+  def isAlive(pid: Long): Boolean = {
+    val handle = ProcessHandle.of(pid)
+    // A killed child stays a zombie until the JVM reaps it: that is not alive either.
+    handle.isPresent && handle.get.isAlive && !procState(pid).contains("Z")
+  }
+
+  private def procState(pid: Long): Option[String] = try {
+    val stat = new String(Files.readAllBytes(Paths.get(s"/proc/$pid/stat")))
+    Some(stat.substring(stat.lastIndexOf(')') + 2).split(' ')(0))
+  } catch { case NonFatal(_) => None }
+
+  def signal(pid: Long, name: String): Unit = {
+    val done = new ProcessBuilder("kill", s"-$name", pid.toString).inheritIO().start().waitFor()
+    expect(done == 0, s"kill -$name $pid failed")
+  }
+}

@@ -1,0 +1,181 @@
+package io.pyrocks.statestore
+
+import java.nio.charset.StandardCharsets.UTF_8
+import java.nio.file.Files
+
+import org.json4s.{DefaultFormats, JString}
+import org.json4s.jackson.JsonMethods.parse
+
+/** One writer per working copy; abort and interrupts; what a store tells its worker. */
+object WriterChecks {
+  val all: Map[String, Fixture => Unit] = Map(
+    "second-writer-waits-then-fails" -> secondWriterWaitsThenFails,
+    "second-writer-never-mixes-writes" -> secondWriterNeverMixesWrites,
+    "reader-waits-for-writer" -> readerWaitsForWriter,
+    "abort-always-leaves-store-aborted" -> abortAlwaysLeavesStoreAborted,
+    "interrupt-is-not-a-dead-worker" -> interruptIsNotADeadWorker,
+    "open-spec-names-query-and-writer" -> openSpecNamesQueryAndWriter)
+
+  private def waiting(t: Thread): Boolean =
+    t.getState == Thread.State.TIMED_WAITING || !t.isAlive
+
+  /** A second task asking for the store while the first is updating it waits for the
+   * request timeout, then fails naming the store and the holder's version. */
+  def secondWriterWaitsThenFails(f: Fixture): Unit = {
+    import f._
+    val p = provider(checkpoint("held"), "requestTimeoutSeconds" -> "2")
+    val first = p.getStore(0)
+    first.put(key(1), value(1))
+    val (_, second) = inThread("second task")(p.getStore(0))
+    outcome(second) match {
+      case Left(e: IllegalStateException) =>
+        expect(e.getMessage.contains(p.describe) && e.getMessage.contains("version=0") &&
+          e.getMessage.contains("requestTimeoutSeconds"), s"unclear refusal: ${e.getMessage}")
+      case other => throw new AssertionError(s"the second writer got $other while the first " +
+        "was updating the store")
+    }
+    expect(valueOf(first.get(key(1))).contains(1L), "the first writer lost its write")
+    first.commit()
+    val next = p.getStore(1)
+    expect(valueOf(next.get(key(1))).contains(1L), "version 1 lost the first writer's write")
+    next.abort()
+    p.close()
+  }
+
+  /** The second task goes on once the first commits, and loads the version it asked for
+   * afresh: no version ever holds writes of both. */
+  def secondWriterNeverMixesWrites(f: Fixture): Unit = {
+    import f._
+    val p = provider(checkpoint("mix"))
+    val first = p.getStore(0)
+    first.put(key(1), value(1))
+    val (thread, second) = inThread("second task") {
+      val store = p.getStore(0)
+      val sawFirst = valueOf(store.get(key(1)))
+      store.put(key(2), value(2))
+      store.commit() // loses the race to the first writer's version 1
+      sawFirst
+    }
+    eventually("the second task waits for the first")(waiting(thread))
+    first.put(key(3), value(3))
+    first.commit()
+    outcome(second) match {
+      case Right(sawFirst) => expect(sawFirst.isEmpty,
+        s"the second writer of version 0 saw the first writer's key 1 = $sawFirst")
+      case Left(e) => throw new AssertionError(s"the second writer failed: $e", e)
+    }
+    val v1 = p.getStore(1)
+    val got = (1L to 3L).map(k => k -> valueOf(v1.get(key(k))))
+    expect(got == Seq(1L -> Some(1L), 2L -> None, 3L -> Some(3L)),
+      s"version 1 should hold exactly the first writer's keys 1 and 3: $got")
+    v1.abort()
+    p.close()
+  }
+
+  /** A read store loads the same working copy: it waits for the writer too, and a thread
+   * holding the writer is told at once rather than waiting for itself. */
+  def readerWaitsForWriter(f: Fixture): Unit = {
+    import f._
+    val p = provider(checkpoint("reader"))
+    val writer = p.getStore(0)
+    writer.put(key(1), value(1))
+    val own = expectThrows[IllegalStateException](p.getReadStore(0))
+    expect(own.getMessage.contains("same thread"), own.getMessage)
+    val (thread, read) = inThread("reading task") {
+      val reader = p.getReadStore(0)
+      valueOf(reader.get(key(1)))
+    }
+    eventually("the reader waits for the writer")(waiting(thread))
+    expect(valueOf(writer.get(key(1))).contains(1L), "a reader rebuilt the writer's working copy")
+    writer.abort()
+    outcome(read) match {
+      case Right(seen) => expect(seen.isEmpty, s"the reader of version 0 saw aborted key 1 = $seen")
+      case Left(e) => throw new AssertionError(s"the reader failed: $e", e)
+    }
+    p.close()
+  }
+
+  /** Abort over a dead worker neither throws nor leaves the store UPDATING or held. */
+  def abortAlwaysLeavesStoreAborted(f: Fixture): Unit = {
+    import f._
+    val p = provider(checkpoint("abort"), "requestTimeoutSeconds" -> "60")
+    val store = p.getStore(0)
+    store.put(key(1), value(1))
+    val pid = workerPid(p)
+    signal(pid, "KILL")
+    eventually(s"worker $pid exits")(!isAlive(pid))
+    store.abort()
+    expect(!store.hasCommitted, "an aborted store has committed")
+    val refused = expectThrows[IllegalStateException](store.put(key(2), value(2)))
+    expect(refused.getMessage.contains("Aborted"), refused.getMessage)
+    val (_, next) = inThread("next task")(p.getStore(0))
+    outcome(next) match {
+      case Right(again) =>
+        expect(again.get(key(1)) == null, "the aborted write of key 1 survived")
+        again.abort()
+      case Left(e) => throw new AssertionError(s"the store stayed held after abort: $e", e)
+    }
+    p.close()
+  }
+
+  /**
+   * Spark cancels a task by interrupting its thread, here in the middle of a request to a
+   * (frozen, so the request is surely in flight) worker: the task sees an interrupt, not a
+   * dead worker, its abort neither throws nor waits, and the worker, which is fine, drops
+   * the session's uncommitted writes once it sees the connection close.
+   */
+  def interruptIsNotADeadWorker(f: Fixture): Unit = {
+    import f._
+    val p = provider(checkpoint("interrupt"), "readCacheMB" -> "0")
+    val store = p.getStore(0)
+    store.put(key(1), value(1))
+    val pid = workerPid(p)
+    signal(pid, "STOP")
+    val (task, failures) = inThread("task") {
+      val during = try { store.get(key(2)); None } catch { case e: Throwable => Some(e) }
+      val inAbort = try { store.abort(); None } catch { case e: Throwable => Some(e) }
+      (during, inAbort)
+    }
+    try {
+      eventually("the task's get is in flight")(
+        p.currentConnection.exists(_.requestInFlight.contains("GET")))
+      task.interrupt()
+      val (during, inAbort) = outcome(failures).fold(e => throw e, identity)
+      during match {
+        case Some(e: RequestInterruptedException) =>
+          expect(e.getMessage.contains("interrupted") && e.getMessage.contains(p.describe) &&
+            !e.getMessage.contains("lost the connection"), e.getMessage)
+        case other => throw new AssertionError(s"an interrupted get gave $other", other.orNull)
+      }
+      expect(inAbort.isEmpty, s"abort after the interrupt threw ${inAbort.get}")
+    } finally signal(pid, "CONT")
+    val refused = expectThrows[IllegalStateException](store.put(key(2), value(2)))
+    expect(refused.getMessage.contains("Aborted"), refused.getMessage)
+    val again = p.getStore(0)
+    expect(workerPid(p) == pid && isAlive(pid), "the interrupt cost the worker its life")
+    expect(again.get(key(1)) == null, "the interrupted store's write of key 1 survived")
+    again.abort()
+    p.close()
+  }
+
+  /** The worker is told which streaming query a store belongs to (from the checkpoint's
+   * `metadata`, "" without one) and which JVM writes it. */
+  def openSpecNamesQueryAndWriter(f: Fixture): Unit = {
+    import f._
+    implicit val formats: DefaultFormats.type = DefaultFormats
+    val root = checkpoint("query")
+    val queryId = "0d6f3a2e-6a43-4c1e-9b7e-2f1c3d4e5f60"
+    Files.write(root.getParent.resolve("metadata"), s"""{"id":"$queryId"}""".getBytes(UTF_8))
+    val withQuery = provider(root)
+    val spec = parse(new String(withQuery.openSpec("probe"), UTF_8))
+    expect((spec \ "query_id") == JString(queryId), s"query_id: ${spec \ "query_id"}")
+    val writer = (spec \ "writer").extract[String]
+    expect(writer.matches(s"executor \\S+ pid ${ProcessHandle.current().pid()} on .+"),
+      s"writer: $writer")
+    val bare = provider(checkpoint("no-query"))
+    val bareSpec = parse(new String(bare.openSpec("probe"), UTF_8))
+    expect((bareSpec \ "query_id") == JString(""), s"query_id: ${bareSpec \ "query_id"}")
+    withQuery.close()
+    bare.close()
+  }
+}
