@@ -141,7 +141,7 @@ class VersionedStore:
             self.metrics.replayed_versions += 1
         # The next version's chain must reach back to a base its manifest can name: the
         # other writer's, unless ours is newer (then it is in that writer's history too).
-        self.snapshots.adopt(base, only_if_newer=True)
+        self.snapshots.adopt_newer(base)
         self.manifest, self.loaded_version = manifest, version
         self.num_keys = self._counted(manifest)
         return True

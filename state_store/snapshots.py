@@ -12,9 +12,15 @@ A snapshot starts as a local RocksDB checkpoint taken right after a commit, whil
 working copy equals the committed version (a flush plus hard links: cost proportional to
 the memtable, not to the state). Its upload then runs on the worker's upload thread, so
 the commit returns at once; the version becomes loadable from the snapshot when its
-descriptor is published. Invariant: `reusable` only ever holds files of the base, which
-every retained version built on it can reach, so garbage collection cannot have deleted a
-file an incremental snapshot references.
+descriptor is published.
+
+Invariant: the base's `files` (what an incremental upload may reference instead of
+uploading) are files of the base that are byte for byte files of this working copy: the
+snapshot it was rebuilt from, or one it uploaded itself. A base adopted from another
+writer's manifest (a catch-up) was made by another RocksDB instance, whose files may carry
+the same names and sizes with other bytes: it brings no reusable files, so the next
+snapshot uploads (on a local disk: links) every file. And the base is needed by every
+version built on it, so garbage collection cannot delete a file an upload references.
 """
 
 from __future__ import annotations
@@ -67,13 +73,19 @@ class Snapshotter:
         base = self.base
         return None if base is None else base.version
 
-    def adopt(self, descriptor: SnapshotDescriptor | None, only_if_newer: bool = False) -> None:
-        """The working copy's lineage may build on `descriptor` (None: on nothing)."""
+    def adopt(self, descriptor: SnapshotDescriptor | None) -> None:
+        """The working copy was rebuilt from `descriptor` (None: from nothing)."""
         with self._lock:
-            if only_if_newer and self._base is not None and (
-                    descriptor is None or self._base.version >= descriptor.version):
-                return
             self._base = None if descriptor is None else _base_of(descriptor)
+
+    def adopt_newer(self, descriptor: SnapshotDescriptor | None) -> None:
+        """The working copy caught up to a version built on `descriptor`: that becomes the
+        base unless ours is newer. Its files are another instance's (see the invariant)."""
+        with self._lock:
+            if descriptor is None or (self._base is not None
+                                      and self._base.version >= descriptor.version):
+                return
+            self._base = Base(descriptor.version, descriptor.lineage, files={})
 
     def in_flight(self) -> bool:
         return self._inflight is not None and not self._inflight.done()

@@ -85,6 +85,26 @@ def test_catch_up_adopts_the_newer_base_so_chains_stay_contiguous(tmp_path: Path
     assert contents(fresh) == {b"k": b"a3", b"c": b"1", b"a": b"1"}
 
 
+def test_a_caught_up_copy_never_reuses_another_instances_files(tmp_path: Path) -> None:
+    """Found by the model: C catches up to a version built on A's snapshot, whose SSTs
+    have the same local names and sizes as C's own but other bytes (another RocksDB
+    instance). C's next snapshot must upload its own files, not reference A's."""
+    a = query_store(tmp_path / "base", "q", tmp_path / "a", snapshot_interval=1,
+                    max_replay_versions=1)
+    c = query_store(tmp_path / "base", "q", tmp_path / "c", snapshot_interval=1,
+                    max_replay_versions=1)
+    c.load(0)  # C's working copy: an empty RocksDB of its own
+    run_batch(a, 0, "k", "a")  # A commits 1 and snapshots it
+    c.load(1)  # catches up by replaying A's changelog into C's own instance
+    c.finish()
+    run_batch(a, 1, "k2", "a")  # version 2 on A's snapshot 1
+    run_batch(c, 2, "k3", "c")  # C catches up to 2, commits 3 and snapshots it
+    c.snapshots.drain()
+    fresh = query_store(tmp_path / "base", "q", tmp_path / "f")
+    fresh.load(3)
+    assert contents(fresh) == {b"k": b"a", b"k2": b"a", b"k3": b"c"}
+
+
 def test_a_manifest_with_a_chain_gap_is_never_published(tmp_path: Path) -> None:
     store = query_store(tmp_path / "base", "q", tmp_path / "a")
     run_batch(store, 0, "k", "v")

@@ -1,5 +1,6 @@
 package io.pyrocks.statestore
 
+import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.{Files, Path, Paths}
 import java.util.concurrent.{CompletableFuture, TimeUnit}
 
@@ -167,5 +168,14 @@ final class Fixture(val work: Path, python: String, pythonPath: String) {
   def signal(pid: Long, name: String): Unit = {
     val done = new ProcessBuilder("kill", s"-$name", pid.toString).inheritIO().start().waitFor()
     expect(done == 0, s"kill -$name $pid failed")
+    // A signal is delivered when the process next runs: wait until the kernel says it is
+    // stopped, so that what follows surely meets a frozen worker.
+    if (name == "STOP") eventually(s"worker $pid stopped")(processState(pid) == "T")
   }
+
+  /** The state letter in /proc/<pid>/stat (R, S, T, Z, ...), "" once the process is gone. */
+  def processState(pid: Long): String = try {
+    val stat = new String(Files.readAllBytes(Paths.get(s"/proc/$pid/stat")), UTF_8)
+    stat.substring(stat.lastIndexOf(')') + 2).takeWhile(_ != ' ')
+  } catch { case _: java.io.IOException => "" }
 }
