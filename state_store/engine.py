@@ -21,7 +21,7 @@ from pathlib import Path
 from rocksdict import ColumnFamily, Options, Rdict, WriteBatch, WriteOptions
 
 from . import records
-from .checkpoint import Checkpoint, UploadStats
+from .checkpoint import Checkpoint, LoadPlan, UploadStats
 from .errors import CorruptFileError, StateStoreError
 from .manifest import Changelog, Manifest
 from .memory import RocksMemory
@@ -151,21 +151,11 @@ class VersionedStore:
         self._close_db()
         if version == 0:
             self.checkpoint.refuse_foreign_state()
-            plans = [None]
-        else:
-            plans = self.checkpoint.load_plans(version)
+        plans: list[LoadPlan | None] = [None] if version == 0 else [
+            *self.checkpoint.load_plans(version)]
         shutil.rmtree(self.local_dir, ignore_errors=True)
         self.local_dir.mkdir(parents=True)
-        for i, plan in enumerate(plans):
-            db_dir = self.local_dir / f"db-{uuid.uuid4().hex}"
-            try:
-                if plan is not None and plan.snapshot is not None:
-                    self.checkpoint.download_snapshot(plan.snapshot, db_dir)
-                break
-            except CorruptFileError:
-                shutil.rmtree(db_dir, ignore_errors=True)
-                if i == len(plans) - 1:
-                    raise  # no older snapshot to fall back to: the error names the file
+        plan, db_dir = self._download_first_readable(plans)
         self._open_db(db_dir)
         self.snapshots.adopt(plan.snapshot if plan else None)
         for changelog in plan.changelogs if plan else []:
@@ -176,6 +166,22 @@ class VersionedStore:
         self.num_keys = self._counted(self.manifest)
         self.loaded_version = version
         self.metrics.rebuilds += 1
+
+    def _download_first_readable(self, plans: list[LoadPlan | None]
+                                 ) -> tuple[LoadPlan | None, Path]:
+        """The first plan whose snapshot downloads intact, and the directory it is in; an
+        unreadable snapshot falls back to the next (older) one."""
+        for i, plan in enumerate(plans):
+            db_dir = self.local_dir / f"db-{uuid.uuid4().hex}"
+            try:
+                if plan is not None and plan.snapshot is not None:
+                    self.checkpoint.download_snapshot(plan.snapshot, db_dir)
+                return plan, db_dir
+            except CorruptFileError:
+                shutil.rmtree(db_dir, ignore_errors=True)
+                if i == len(plans) - 1:
+                    raise  # no older snapshot to fall back to: the error names the file
+        raise AssertionError("load_plans never returns an empty list")
 
     def _counted(self, manifest: Manifest | None) -> int:
         """The key count of a freshly loaded version: the manifest's, unless it was written

@@ -299,7 +299,9 @@ class PlainLocalWriters(ManyWriters):
         return str(self.tmp / "root")
 
 
-_MODEL = settings(deadline=None, stateful_step_count=25,
+# Derandomized: CI meets the same examples every run (a red run is a real bug, reproducible);
+# a deep random search is a matter of running it with more examples and derandomize off.
+_MODEL = settings(deadline=None, stateful_step_count=25, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
