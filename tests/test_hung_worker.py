@@ -30,7 +30,7 @@ from state_store.spark import PROVIDER_CLASS, PROVIDER_KEY
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 FREEZE_IN_BATCH = 3
 BATCHES = 6
-TIMEOUT_SECONDS = 5
+TIMEOUT_SECONDS = 10
 
 
 @pytest.fixture(scope="module")

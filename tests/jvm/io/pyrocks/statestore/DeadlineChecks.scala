@@ -55,7 +55,7 @@ object DeadlineChecks {
    * the next attempt gets a fresh worker and commits. */
   def hungWorkerIsKilledAndReplaced(f: Fixture): Unit = {
     import f._
-    val p = provider(checkpoint("hung"), "requestTimeoutSeconds" -> "2")
+    val p = provider(checkpoint("hung"), "requestTimeoutSeconds" -> "5")
     val store = p.getStore(0)
     store.put(key(1), value(1))
     val pid = workerPid(p)
@@ -63,7 +63,7 @@ object DeadlineChecks {
     val failed = expectThrows[IllegalStateException](store.commit())
     val text = messages(failed)
     expect(text.contains(s"pyrocks worker 0 (pid $pid) did not answer COMMIT for ${p.describe}" +
-      " within 2 s"), text)
+      " within 5 s"), text)
     expect(Iterator.iterate[Throwable](failed)(_.getCause).takeWhile(_ != null)
       .exists(_.isInstanceOf[WorkerTimeoutException]), s"not a timeout: $text")
     eventually(s"the hung worker $pid is killed")(!isAlive(pid))
@@ -82,7 +82,7 @@ object DeadlineChecks {
   /** Spark's maintenance thread calls in too: its requests have the same deadline. */
   def maintenanceRequestHasDeadline(f: Fixture): Unit = {
     import f._
-    val p = provider(checkpoint("maintain"), "requestTimeoutSeconds" -> "1")
+    val p = provider(checkpoint("maintain"), "requestTimeoutSeconds" -> "5")
     val store = p.getStore(0)
     store.put(key(1), value(1))
     store.commit()

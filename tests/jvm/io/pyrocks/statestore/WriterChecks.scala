@@ -23,7 +23,7 @@ object WriterChecks {
    * request timeout, then fails naming the store and the holder's version. */
   def secondWriterWaitsThenFails(f: Fixture): Unit = {
     import f._
-    val p = provider(checkpoint("held"), "requestTimeoutSeconds" -> "2")
+    val p = provider(checkpoint("held"), "requestTimeoutSeconds" -> "5")
     val first = p.getStore(0)
     first.put(key(1), value(1))
     val (_, second) = inThread("second task")(p.getStore(0))
