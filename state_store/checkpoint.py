@@ -304,6 +304,13 @@ class Checkpoint:
         times = [t for d in (MANIFEST_DIR, SNAPSHOT_DIR) for t in root.list_entered(d).values()]
         return max(times or root.list_entered(FILES_DIR).values() or [0.0])
 
+    @staticmethod
+    def last_commit(root: Storage) -> float:
+        """When a store root last gained a version. Only a running query commits, while a
+        stopped one may still publish final snapshots: of the queries of one checkpoint
+        path, the one that committed last is the current one."""
+        return max(root.list_entered(MANIFEST_DIR).values(), default=0.0)
+
     def collect_garbage(self, min_versions_to_retain: int, orphan_margin_s: float) -> GcPlan:
         plan = self.plan_garbage(min_versions_to_retain, orphan_margin_s)
         # Records first: a crash after this leaks files (later orphans), never breaks a record.

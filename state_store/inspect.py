@@ -76,12 +76,12 @@ def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list
     current = _checkpoint_query_id(storage)
     for base, group in queries.items():
         # The checkpoint's own query if we were given the checkpoint, else the one that
-        # wrote last (after a reset, the old query can no longer write here).
-        def activity(query_id: str, base: str = base) -> float:
-            return Checkpoint.last_activity(
+        # committed last (after a reset, the old query no longer commits here).
+        def committed(query_id: str, base: str = base) -> float:
+            return Checkpoint.last_commit(
                 storage.child(f"{base}/{QUERY_DIR_PREFIX}{query_id}".lstrip("/")))
 
-        live = current if current in group else max(group, key=activity)
+        live = current if current in group else max(group, key=committed)
         for query_id, report in group.items():
             report.stale = query_id != live
     return reports
