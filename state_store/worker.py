@@ -161,6 +161,7 @@ class Session:
         query_id = spec.get("query_id", "")
         # Each query of a checkpoint path has its own root (see checkpoint.py).
         storage = base.child(query_dir(query_id)) if query_id else base
+        storage.verify_publish()  # refused at start, never in the middle of a commit
         checkpoint = Checkpoint(storage, spec["store_name"], base if query_id else None)
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
         self.store = VersionedStore(spec["store_name"], checkpoint, local, opts, self.uploads,

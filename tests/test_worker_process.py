@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pyrocks_support import ConditionIgnoringEndpoint, S3Endpoint
 from state_store import records
 from state_store.protocol import HEADER, I64, Request, Status
 from state_store.records import Op
@@ -96,3 +97,21 @@ def test_each_session_has_its_own_working_copy(worker, tmp_path: Path) -> None:
     assert status == Status.OK and json.loads(answer) == {"failures": []}, answer
     second.close()
     assert list((tmp_path / "root" / "query-q" / "snapshots").iterdir())
+
+
+def test_an_endpoint_ignoring_conditional_writes_is_refused_at_open(worker, s3: S3Endpoint,
+                                                                    tmp_path: Path) -> None:
+    """Before any commit can start: the store's OPEN fails, naming the endpoint."""
+    _, sock = worker
+    proxy = ConditionIgnoringEndpoint(s3)
+    try:
+        spec = {"store_root": str(tmp_path / "ckpt"), "store_path": "op/0/default",
+                "store_name": "s", "local_name": "p", "query_id": "q",
+                "options": {"spark.sql.streaming.stateStore.pyrocks.rootUrl": s3.url("open"),
+                            "spark.sql.streaming.stateStore.pyrocks.rootOptions":
+                                json.dumps(proxy.options)}}
+        status, answer = request(connect(sock), Request.OPEN, json.dumps(spec).encode())
+        assert status == Status.ERROR
+        assert f"S3 endpoint {proxy.endpoint} ignores conditional writes" in answer.decode()
+    finally:
+        proxy.stop()

@@ -122,6 +122,10 @@ class Storage:
         """Put-if-absent. True if this call published `rel`; False if it already existed."""
         raise NotImplementedError
 
+    def verify_publish(self) -> None:
+        """Fails now if `publish` could not be atomic here (checked when a store opens, so
+        that no commit ever starts on such a root)."""
+
     def delete(self, rel: str) -> None:
         path = self.path(rel)
         with contextlib.suppress(FileNotFoundError):

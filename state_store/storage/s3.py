@@ -2,8 +2,9 @@
 
 Publish is a conditional put (`If-None-Match: *`). Some S3-compatible endpoints accept the
 header and ignore it, which would let two attempts both publish a version: before its
-first publish, each root probes its endpoint once (create a probe object twice; the second
-must be refused) and refuses to publish on an endpoint that ignores the condition.
+first publish (the worker asks when a store opens), each root probes its endpoint once
+(create a probe object twice; the second must be refused) and refuses to publish on an
+endpoint that ignores the condition.
 Duplicate is a server-side copy: no byte of the file passes through this process.
 """
 
@@ -27,10 +28,10 @@ class S3Storage(ConditionalPutStorage):
         self._condition_checked = False
 
     def publish(self, rel: str, data: bytes) -> bool:
-        self.check_conditional_writes()
+        self.verify_publish()
         return super().publish(rel, data)
 
-    def check_conditional_writes(self) -> None:
+    def verify_publish(self) -> None:
         """Fails unless the endpoint refuses a second create of the same object."""
         with self._probe_lock:
             if self._condition_checked:
