@@ -5,104 +5,28 @@ failure names the worker, the request and the store."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql import SparkSession
 
-from pyrocks_support import (
-    MAINTENANCE_INTERVAL,
-    MAINTENANCE_INTERVAL_KEY,
-    pyrocks_conf,
-    worker_pids,
-)
-from state_store.spark import PROVIDER_CLASS, PROVIDER_KEY
+from pyrocks_support import worker_pids
+from state_store.spark import PROVIDER_CLASS
+from worker_faults import BATCHES, HDFS, POOL_KEY, retrying_session, run_totals, victims
 
-HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-FREEZE_IN_BATCH = 3
-BATCHES = 6
 TIMEOUT_SECONDS = 10
 
 
 @pytest.fixture(scope="module")
 def retrying_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """local[2,4]: two task slots, and a failed task is retried (up to 4 attempts)."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    pool = tmp_path_factory.mktemp("pool")
-    builder = (SparkSession.builder.master("local[2,4]")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config(MAINTENANCE_INTERVAL_KEY, MAINTENANCE_INTERVAL))
-    for key, value in pyrocks_conf(pool, requestTimeoutSeconds=TIMEOUT_SECONDS).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.conf.set("pyrocks.test.pool", str(pool))
+    spark = retrying_session(tmp_path_factory.mktemp("pool"),
+                             requestTimeoutSeconds=TIMEOUT_SECONDS)
     yield spark
     spark.stop()
-
-
-def running_totals(pool_dir: str, marker: str):
-    """A stateful function that, once, freezes every state store worker holding state."""
-
-    def update(key: tuple, frames: Iterator[pd.DataFrame], state: GroupState):
-        total = state.get[0] if state.exists else 0
-        batch = 0
-        for frame in frames:
-            total += int(frame["v"].sum())
-            batch = int(frame["batch"].max())
-        if batch == FREEZE_IN_BATCH and key[0] == 0:
-            try:
-                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                fd = -1  # frozen once already: this is Spark's retry of the task
-            if fd >= 0:
-                victims = worker_pids(Path(pool_dir))
-                os.write(fd, " ".join(map(str, victims)).encode())
-                os.close(fd)
-                for pid in victims:
-                    os.kill(pid, signal.SIGSTOP)
-        state.update((total,))
-        yield pd.DataFrame({"k": [key[0]], "total": [total]})
-
-    return update
-
-
-def run(spark: SparkSession, provider: str, work: Path) -> tuple[dict[int, list[tuple]], str]:
-    """The query's output per batch, and its run id."""
-    spark.conf.set(PROVIDER_KEY, provider)
-    source = work / "in"
-    source.mkdir(parents=True)
-    outputs: dict[int, list[tuple]] = {}
-
-    def collect(frame: DataFrame, batch_id: int) -> None:
-        outputs[batch_id] = sorted(tuple(r) for r in frame.collect())
-
-    update = running_totals(spark.conf.get("pyrocks.test.pool"), str(work / "frozen"))
-    stream = (spark.readStream.schema("k int, v int, batch int").option("maxFilesPerTrigger", 1)
-              .json(str(source)))
-    totals = stream.groupBy("k").applyInPandasWithState(
-        update, "k int, total long", "total long", "Update", GroupStateTimeout.NoTimeout)
-    query: StreamingQuery = (totals.writeStream.outputMode("update").foreachBatch(collect)
-                             .option("checkpointLocation", str(work / "ckpt")).start())
-    try:
-        for batch in range(BATCHES):
-            rows = [{"k": i % 4, "v": i * (batch + 1), "batch": batch} for i in range(40)]
-            (source / f"{batch:03d}.json").write_text("\n".join(map(json.dumps, rows)) + "\n")
-            query.processAllAvailable()
-    finally:
-        query.stop()
-    return outputs, str(query.runId)
 
 
 def task_failures(spark: SparkSession, run_id: str) -> list[str]:
@@ -125,10 +49,10 @@ def task_failures(spark: SparkSession, run_id: str) -> list[str]:
 
 def test_hung_worker_is_replaced_and_output_unchanged(retrying_spark: SparkSession,
                                                       tmp_path: Path) -> None:
-    pool = Path(retrying_spark.conf.get("pyrocks.test.pool"))
-    reference, _ = run(retrying_spark, HDFS, tmp_path / "hdfs")
-    ours, run_id = run(retrying_spark, PROVIDER_CLASS, tmp_path / "ours")
-    frozen = {int(p) for p in (tmp_path / "ours" / "frozen").read_text().split()}
+    pool = Path(retrying_spark.conf.get(POOL_KEY))
+    reference, _ = run_totals(retrying_spark, HDFS, tmp_path / "hdfs", signal.SIGSTOP)
+    ours, run_id = run_totals(retrying_spark, PROVIDER_CLASS, tmp_path / "ours", signal.SIGSTOP)
+    frozen = victims(tmp_path / "ours")
     assert frozen, "no worker was frozen"
     assert ours == reference
     assert len(reference) == BATCHES
