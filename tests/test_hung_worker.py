@@ -11,22 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from pyspark.sql import SparkSession
 
 from pyrocks_support import worker_pids
 from state_store.spark import PROVIDER_CLASS
-from worker_faults import BATCHES, HDFS, POOL_KEY, retrying_session, run_totals, victims
+from worker_faults import BATCHES, HDFS, POOL_KEY, retrying_spark_fixture, run_totals, victims
 
 TIMEOUT_SECONDS = 10
 
 
-@pytest.fixture(scope="module")
-def retrying_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    spark = retrying_session(tmp_path_factory.mktemp("pool"),
-                             requestTimeoutSeconds=TIMEOUT_SECONDS)
-    yield spark
-    spark.stop()
+retrying_spark = retrying_spark_fixture(requestTimeoutSeconds=TIMEOUT_SECONDS)
 
 
 def task_failures(spark: SparkSession, run_id: str) -> list[str]:

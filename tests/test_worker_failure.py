@@ -4,22 +4,15 @@ output stays identical, batch by batch, to Spark's HDFS provider on the same que
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
 from pyrocks_support import worker_pids
 from state_store.spark import PROVIDER_CLASS
-from worker_faults import BATCHES, HDFS, POOL_KEY, retrying_session, run_totals, victims
+from worker_faults import BATCHES, HDFS, POOL_KEY, retrying_spark_fixture, run_totals, victims
 
-
-@pytest.fixture(scope="module")
-def retrying_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    spark = retrying_session(tmp_path_factory.mktemp("pool"))
-    yield spark
-    spark.stop()
+retrying_spark = retrying_spark_fixture()
 
 
 def test_killed_worker_is_replaced_and_output_unchanged(

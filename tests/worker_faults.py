@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
@@ -24,6 +25,18 @@ HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvi
 FAULT_IN_BATCH = 3
 BATCHES = 6
 POOL_KEY = "pyrocks.test.pool"
+
+
+def retrying_spark_fixture(**options: object) -> Callable[..., Iterator[SparkSession]]:
+    """A module fixture `retrying_spark`: a retrying session with these pyrocks options."""
+
+    @pytest.fixture(scope="module")
+    def retrying_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+        spark = retrying_session(tmp_path_factory.mktemp("pool"), **options)
+        yield spark
+        spark.stop()
+
+    return retrying_spark
 
 
 def retrying_session(pool: Path, **options: object) -> SparkSession:
