@@ -20,6 +20,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fsspec
+
 from .errors import (
     CorruptFileError,
     ForeignCheckpointError,
@@ -40,7 +42,7 @@ from .manifest import (
     parse_record_name,
     snapshot_path,
 )
-from .storage import Storage
+from .storage import Storage, open_storage
 
 # Names Spark's own providers leave in a store directory.
 _FOREIGN_SUFFIXES = (".delta", ".snapshot", ".changelog", ".zip")
@@ -72,7 +74,7 @@ class LoadPlan:
 class GcPlan:
     expired_manifests: list[int] = field(default_factory=list)
     expired_snapshots: list[int] = field(default_factory=list)
-    garbage: list[str] = field(default_factory=list)  # files/ names
+    garbage: list[FileRef] = field(default_factory=list)  # files no retained record needs
     orphans: list[str] = field(default_factory=list)  # paths relative to the store root
     stale_queries: list[str] = field(default_factory=list)  # query dirs beside this one
 
@@ -95,6 +97,16 @@ class Checkpoint:
         # Records are immutable once published, so a parsed record never goes stale.
         self._manifests: dict[int, Manifest] = {}
         self._snapshots: dict[int, SnapshotDescriptor] = {}
+        self._foreign: dict[str, Storage] = {}  # other roots our records reference, by URL
+
+    def storage_of(self, ref: FileRef) -> Storage:
+        """The root holding a file: ours, or the root a CLAIM restore took it from (opened
+        with our storage options when on the same kind of filesystem)."""
+        if not ref.root:
+            return self.storage
+        if ref.root not in self._foreign:
+            self._foreign[ref.root] = open_root(ref.root, self.storage)
+        return self._foreign[ref.root]
 
     # ---- listing and reading records ----------------------------------------------------
 
@@ -205,7 +217,8 @@ class Checkpoint:
                                                               stats.bytes_reused + size)
                     continue
                 name = f"{prefix}-{local.name}"
-                self.storage.duplicate(file_path(known.name), file_path(name))
+                self.storage.duplicate(file_path(known.name), file_path(name),
+                                       self.storage_of(known))
                 ref = FileRef(name, known.size, known.checksum, local_name=local.name)
             else:
                 name = f"{prefix}-{local.name}"
@@ -242,13 +255,13 @@ class Checkpoint:
     def read_changelog(self, changelog: Changelog) -> bytes:
         ref = changelog.file
         what = f"changelog of version {changelog.version} of {self.store_name}"
-        return self.storage.read_verified(file_path(ref.name), ref.written, what)
+        return self.storage_of(ref).read_verified(file_path(ref.name), ref.written, what)
 
     def download_snapshot(self, snapshot: SnapshotDescriptor, target: Path) -> None:
         target.mkdir(parents=True)
         what = f"snapshot of version {snapshot.version} of {self.store_name}"
         for ref in snapshot.files:
-            self.storage.download_verified(
+            self.storage_of(ref).download_verified(
                 file_path(ref.name), target / ref.local_name, ref.written, what
             )
 
@@ -265,9 +278,11 @@ class Checkpoint:
         )
         live = self._files_of(retained, keep_snapshots)
         expired = self._files_of(plan.expired_manifests, plan.expired_snapshots)
+        # Ours, and files a CLAIM restore took over; never a SHARED (read-only) one.
         plan.garbage = sorted(
-            f.name for f in expired.values() if f.owner is Owner.OWNED and f.name not in live
-        )
+            (f for f in expired.values()
+             if f.owner in (Owner.OWNED, Owner.CLAIMED) and f.name not in live),
+            key=lambda f: f.name)
         known = set(live) | set(expired)
         cutoff = time.time() - orphan_margin_s
         plan.orphans = self._orphans(known, cutoff)
@@ -320,8 +335,8 @@ class Checkpoint:
         for s in plan.expired_snapshots:
             self.storage.delete(snapshot_path(s))
             self._snapshots.pop(s, None)
-        for name in plan.garbage:
-            self.storage.delete(file_path(name))
+        for ref in plan.garbage:
+            self.storage_of(ref).delete(file_path(ref.name))
         for rel in plan.orphans:
             self.storage.delete(rel)
         for name in plan.stale_queries:
@@ -352,6 +367,17 @@ class Checkpoint:
                 if name.endswith(".tmp") and mtime < older_than
             ]
         return sorted(orphans)
+
+
+def open_root(url: str, like: Storage) -> Storage:
+    """Another root, opened with `like`'s storage options when it is on the same kind of
+    filesystem (a savepoint beside its checkpoint on one endpoint), else with none."""
+    same_kind = _protocol(url) == _protocol(like.url)
+    return open_storage(url, like.options if same_kind else None)
+
+
+def _protocol(url: str) -> str:
+    return fsspec.core.split_protocol(url)[0] or "file"
 
 
 def _record_versions(names: list[str]) -> list[int]:

@@ -31,7 +31,24 @@ def main(argv: list[str] | None = None) -> int:
                          help="versions GC would retain (spark.sql.streaming.minBatchesToRetain)")
     inspect.add_argument("--orphan-margin", type=float, default=3600.0,
                          help="seconds before an unreferenced file counts as an orphan")
-    inspect.add_argument("--json", action="store_true", help="print JSON lines")
+    inspect.add_argument("--json", action="store_true", help="print one JSON document")
+
+    take = sub.add_parser("savepoint", help="write a savepoint of a query's committed batch")
+    take.add_argument("checkpoint", help="the query's checkpoint (or a savepoint to relocate)")
+    take.add_argument("target", help="a new directory (local or s3://) for the savepoint")
+    take.add_argument("--batch", type=int, help="the committed batch (default: the latest)")
+    _add_storage_arguments(take)
+
+    restore = sub.add_parser(
+        "restore", help="make a new checkpoint that resumes a savepoint or another checkpoint")
+    restore.add_argument("source", help="a savepoint, or another query's checkpoint")
+    restore.add_argument("new_checkpoint", help="a new directory for the restored query")
+    restore.add_argument("--mode", choices=["no-claim", "claim"], default="no-claim",
+                         help="no-claim: never delete the source's files (default); claim: "
+                              "the new query owns them and deletes them once subsumed")
+    restore.add_argument("--batch", type=int, help="the batch to resume after "
+                                                   "(default: the savepoint's, or the latest)")
+    _add_storage_arguments(restore)
 
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -47,7 +64,55 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "inspect":
         return inspect_root(args.root, json.loads(args.storage_options), args.retain,
                             args.orphan_margin, args.json)
+    if args.command in ("savepoint", "restore"):
+        return _savepoint_command(args)
     return 2
+
+
+def _add_storage_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage-options", default="{}",
+                        help="fsspec options as JSON for the source (and the target, unless "
+                             "--target-options is given)")
+    parser.add_argument("--target-options", help="fsspec options as JSON for the target")
+    parser.add_argument("--root-url", help="the rootUrl the source query kept its state under")
+    parser.add_argument("--root-options", default="{}", help="fsspec options for --root-url")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON, no bar")
+
+
+def _savepoint_command(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from .errors import StateStoreError
+    from .savepoint import restore, savepoint
+
+    common = {
+        "storage_options": json.loads(args.storage_options),
+        "target_options": json.loads(args.target_options) if args.target_options else None,
+        "root_url": args.root_url, "root_options": json.loads(args.root_options),
+    }
+    try:
+        if args.command == "savepoint":
+            result: object = savepoint(args.checkpoint, args.target, args.batch,
+                                       quiet=args.json, **common)
+        else:
+            result = restore(args.source, args.new_checkpoint, args.mode, args.batch, **common)
+    except StateStoreError as e:
+        print(f"state-store {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(asdict(result)) if args.json else _describe_result(result))  # type: ignore[call-overload]
+    return 0
+
+
+def _describe_result(result: object) -> str:
+    from .savepoint import SavepointInfo
+
+    if isinstance(result, SavepointInfo):
+        return (f"savepoint of batch {result.batch} of query {result.source_query_id} written "
+                f"to {result.path}: {result.stores} stores, {result.files} files, "
+                f"{result.bytes:,} B")
+    return (f"restored {result.source} batch {result.batch} ({result.mode}) into "  # type: ignore[attr-defined]
+            f"{result.checkpoint} as query {result.query_id}; start the query with "  # type: ignore[attr-defined]
+            "checkpointLocation set to it")
 
 
 def options_table() -> str:
@@ -61,17 +126,21 @@ def options_table() -> str:
 def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: float,
                  as_json: bool) -> int:
     from .checkpoint import Checkpoint
-    from .inspect import describe_root, format_report
+    from .inspect import describe_location, format_location
+    from .savepoint.verify import format_savepoint_report, is_savepoint, verify_savepoint
     from .storage import open_storage
 
     storage = open_storage(root, storage_options)
-    reports = describe_root(storage, retain, orphan_margin)
-    if not reports:
+    if is_savepoint(storage):
+        checked = verify_savepoint(storage, quiet=as_json)
+        print(json.dumps(checked.to_dict()) if as_json else format_savepoint_report(checked))
+        return 0 if checked.verified else 1
+    report = describe_location(storage, retain, orphan_margin)
+    if not report.stores and not report.depends_on:
         Checkpoint(storage, root).refuse_foreign_state()
         print(f"no state of this provider under {root}", file=sys.stderr)
         return 1
-    for report in reports:
-        print(json.dumps(report.to_dict()) if as_json else format_report(report))
+    print(json.dumps(report.to_dict()) if as_json else format_location(report))
     return 0
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from .checkpoint import QUERY_DIR_PREFIX, Checkpoint
 from .manifest import MANIFEST_DIR, FileRef, Owner
+from .savepoint.layout import CLAIM_MARKER, RESTORE_RECORD
+from .seeding import SEED_FILE, Seed
 from .storage import Storage
 
 
@@ -43,6 +45,7 @@ class StoreReport:
     versions: list[VersionReport] = field(default_factory=list)
     snapshots: list[SnapshotReport] = field(default_factory=list)
     owned_bytes: int = 0
+    references: list[str] = field(default_factory=list)  # other roots retained records use
     gc_would_delete: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,6 +90,75 @@ def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list
     return reports
 
 
+@dataclass
+class LocationReport:
+    """What `state-store inspect` reports about a checkpoint (or any root of stores)."""
+
+    location: str
+    kind: str  # "checkpoint", or "state root" (a rootUrl, a store root)
+    query_id: str | None
+    # (contract) the sources (savepoints, other checkpoints) a retained version of the
+    # current query still needs; [] when none: then they may be deleted.
+    depends_on: list[str]
+    restored_from: dict[str, Any] | None
+    claimed_by: dict[str, Any] | None
+    stores: list[StoreReport]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def describe_location(storage: Storage, retain: int, orphan_margin_s: float) -> LocationReport:
+    """Every store root at or under `storage`, and what the current query depends on. A
+    restored store that has not opened yet still depends on its source; so does one whose
+    root this report cannot see (state kept under a rootUrl): the list errs on the side of
+    keeping a source."""
+    stores = describe_root(storage, retain, orphan_margin_s)
+    query_id = _checkpoint_query_id(storage)
+    seeds = _seeds(storage)
+    depends: set[str] = set()
+    for key, seed in seeds.items():
+        root = storage.child(f"state/{key}/{QUERY_DIR_PREFIX}{seed.query_id}")
+        if seed.query_id == query_id and not Checkpoint(root, key).versions():
+            depends.add(seed.source)
+    by_root = {seed.source_root: seed.source for seed in seeds.values()}
+    for report in stores:
+        if not report.stale:
+            depends.update(by_root.get(root, root) for root in report.references)
+    restored = storage.read_if_exists(RESTORE_RECORD)
+    claimed = storage.read_if_exists(CLAIM_MARKER)
+    return LocationReport(
+        storage.url, "checkpoint" if query_id else "state root", query_id, sorted(depends),
+        json.loads(restored) if restored else None, json.loads(claimed) if claimed else None,
+        stores)
+
+
+def _seeds(storage: Storage) -> dict[str, Seed]:
+    """The restore seeds of a checkpoint, by store key."""
+    seeds = {}
+    for path in storage.find("state"):
+        if path.endswith(f"/{SEED_FILE}"):
+            key = path[len("state/"):-len(SEED_FILE) - 1]
+            seeds[key] = Seed.from_json(storage.read(path, "restore seed"), path)
+    return seeds
+
+
+def format_location(report: LocationReport) -> str:
+    lines = []
+    if report.restored_from:
+        r = report.restored_from
+        lines.append(f"restored from {r['source']} batch {r['batch']} ({r['mode']}) as query "
+                     f"{r['query_id']}")
+    if report.claimed_by:
+        c = report.claimed_by
+        lines.append(f"CLAIMED by query {c['query_id']} ({c['checkpoint']}): do not run this "
+                     "query again; its files belong to the claiming query")
+    lines.append(f"depends on: {', '.join(report.depends_on)}" if report.depends_on else
+                 "depends on: nothing outside its own state")
+    lines += [format_report(store) for store in report.stores]
+    return "\n".join(lines)
+
+
 def _checkpoint_query_id(storage: Storage) -> str | None:
     """The query id in `<checkpoint>/metadata`, if `storage` is a Spark checkpoint."""
     data = storage.read_if_exists("metadata")
@@ -126,10 +198,12 @@ def describe_store(checkpoint: Checkpoint, retain: int, orphan_margin_s: float) 
         changelogs = checkpoint.read_manifest(version).changelogs
         all_files.update((c.file.name, c.file) for c in changelogs)
     report.owned_bytes = sum(f.size for f in all_files.values() if f.owner is Owner.OWNED)
+    report.references = sorted({f.root for f in all_files.values() if f.root})
     gc = checkpoint.plan_garbage(retain, orphan_margin_s)
     report.gc_would_delete = {
         "manifests": gc.expired_manifests, "snapshots": gc.expired_snapshots,
-        "files": gc.garbage, "orphans": gc.orphans, "stale_queries": gc.stale_queries,
+        "files": [f.name for f in gc.garbage], "orphans": gc.orphans,
+        "stale_queries": gc.stale_queries,
     }
     return report
 

@@ -44,11 +44,14 @@ class Owner(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class FileRef:
-    name: str  # path relative to the store root's files/ directory
+    name: str  # path relative to the files/ directory of `root`
     size: int
     checksum: str
     owner: Owner = Owner.OWNED
     local_name: str = ""  # for snapshot files: the name RocksDB expects on local disk
+    # The store root holding the file: "" for this store's own root, else the URL of
+    # another query's or a savepoint's root (a CLAIM restore references those files).
+    root: str = ""
 
     @property
     def written(self) -> Written:
@@ -186,6 +189,7 @@ def _file_ref(raw: dict[str, Any]) -> FileRef:
     return FileRef(
         name=raw["name"], size=int(raw["size"]), checksum=raw["checksum"],
         owner=Owner(raw["owner"]), local_name=raw.get("local_name", ""),
+        root=str(raw.get("root", "")),
     )
 
 

@@ -27,6 +27,7 @@ from .engine import VersionedStore
 from .errors import ProtocolError
 from .memory import RocksMemory
 from .protocol import HEADER, I32, I64, NO_RESPONSE, U16, U32, Request, ScanMode, Status
+from .seeding import apply_seed
 from .storage import open_storage
 
 _SEND_LIMIT = 1 << 20
@@ -163,6 +164,9 @@ class Session:
         storage = base.child(query_dir(query_id)) if query_id else base
         storage.verify_publish()  # refused at start, never in the middle of a commit
         checkpoint = Checkpoint(storage, spec["store_name"], base if query_id else None)
+        if query_id:  # a restored query's store starts from its seed (seeding.py)
+            location = open_storage(spec["store_root"]) if opts.root_url else base
+            apply_seed(location, checkpoint, query_id)
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
         self.store = VersionedStore(spec["store_name"], checkpoint, local, opts, self.uploads,
                                     self.memory, writer)

@@ -8,6 +8,7 @@ query and the SparkSession stop; a NEW session resumes every query from its chec
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -38,17 +39,24 @@ def make_spark(conf: dict[str, str], master: str = "local[2]") -> SparkSession:
 
 
 def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],
-                master: str = "local[2]", batches: int = 8, restart_after: int = 4,
-                after_batch: Callable[[int], None] | None = None) -> Outputs:
+                master: str = "local[2]", batches: int = 8,
+                restart_after: int | Sequence[int] = 4,
+                after_batch: Callable[[int], None] | None = None,
+                between_phases: Callable[[int], None] | None = None) -> Outputs:
     """`after_batch(i)` runs once every query has processed batch i (e.g. to kill an
-    executor between batches)."""
+    executor between batches); `between_phases(i)` runs before phase i > 0 starts, with
+    every query and its session stopped (e.g. to move or restore checkpoints)."""
     outputs: Outputs = {spec.name: {} for spec in specs}
-    for phase in (range(restart_after), range(restart_after, batches)):
+    cuts = [restart_after] if isinstance(restart_after, int) else list(restart_after)
+    bounds = [0, *cuts, batches]
+    for index, (first, end) in enumerate(itertools.pairwise(bounds)):
+        if index > 0 and between_phases is not None:
+            between_phases(index)
         spark = make_spark(conf, master)
         try:
-            queries = [_start(spark, spec, work, outputs[spec.name]) for spec in specs]
+            queries = [start_query(spark, spec, work, outputs[spec.name]) for spec in specs]
             try:
-                for batch in phase:
+                for batch in range(first, end):
                     for spec in specs:
                         write_batch(work / spec.name / "input", batch)
                     for query in queries:
@@ -63,8 +71,13 @@ def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],
     return outputs
 
 
-def _start(spark: SparkSession, spec: QuerySpec, work: Path,
-           sink: dict[int, list[str]]) -> StreamingQuery:
+def checkpoint_of(work: Path, spec: QuerySpec) -> Path:
+    return work / spec.name / "checkpoint"
+
+
+def start_query(spark: SparkSession, spec: QuerySpec, work: Path, sink: dict[int, list[str]],
+                checkpoint: Path | None = None) -> StreamingQuery:
+    """Starts `spec` on its input under `work`, collecting each batch's rows into `sink`."""
     def collect(frame: DataFrame, batch_id: int) -> None:
         sink[batch_id] = sorted(map(repr, frame.collect()))
 
@@ -72,7 +85,8 @@ def _start(spark: SparkSession, spec: QuerySpec, work: Path,
     source.mkdir(parents=True, exist_ok=True)
     frame = spec.build(spark, source)
     return (frame.writeStream.outputMode(spec.mode).foreachBatch(collect)
-            .option("checkpointLocation", str(work / spec.name / "checkpoint")).start())
+            .option("checkpointLocation", str(checkpoint or checkpoint_of(work, spec)))
+            .start())
 
 
 def assert_same_outputs(reference: Outputs, actual: Outputs) -> None:

@@ -115,12 +115,16 @@ class S3Endpoint:
         self.process.wait(10)
 
 
-class ConditionIgnoringEndpoint:
-    """An S3-compatible endpoint that accepts If-None-Match and ignores it, as some do: a
-    loopback proxy in front of the moto server that drops the header on the way."""
+class S3Relay:
+    """A loopback proxy in front of the moto server that records every request (method,
+    path, headers) and may drop headers on the way: with `drop=("if-none-match",)` it is an
+    S3-compatible endpoint that accepts conditional writes and ignores them, as some do."""
 
-    def __init__(self, upstream: S3Endpoint) -> None:
+    def __init__(self, upstream: S3Endpoint, drop: tuple[str, ...] = ()) -> None:
         target = ("127.0.0.1", upstream.port)
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        dropped = {"host", *drop}
+        log = self.requests
 
         class Forward(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -128,8 +132,8 @@ class ConditionIgnoringEndpoint:
             def _relay(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("if-none-match", "host")}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
+                log.append((self.command, self.path, {k.lower(): v for k, v in headers.items()}))
                 conn = http.client.HTTPConnection(*target, timeout=30)
                 conn.request(self.command, self.path, body=body, headers=headers)
                 answer = conn.getresponse()
@@ -156,3 +160,7 @@ class ConditionIgnoringEndpoint:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def condition_ignoring_endpoint(upstream: S3Endpoint) -> S3Relay:
+    return S3Relay(upstream, drop=("if-none-match",))

@@ -17,9 +17,9 @@ from state_store.records import Op
 from state_store.storage import open_storage
 
 
-def open_store(root: Path | str, local: Path, interval: int = 3, **options: object
-               ) -> VersionedStore:
-    checkpoint = Checkpoint(open_storage(str(root)), "test-store")
+def open_store(root: Path | str, local: Path, interval: int = 3,
+               storage_options: dict | None = None, **options: object) -> VersionedStore:
+    checkpoint = Checkpoint(open_storage(str(root), storage_options), "test-store")
     opts = StoreOptions(snapshot_interval=interval, **options)  # type: ignore[arg-type]
     return VersionedStore("test-store", checkpoint, local, opts, ThreadPoolExecutor(1))
 

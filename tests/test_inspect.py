@@ -17,7 +17,7 @@ from test_s3 import s3_store
 
 def inspect(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict]:
     assert main(["inspect", *args, "--json", "--retain", "2", "--orphan-margin", "0"]) == 0
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    return json.loads(capsys.readouterr().out)["stores"]
 
 
 def check_report(report: dict) -> None:

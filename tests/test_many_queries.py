@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from harness import HDFS, PROVIDER_KEY, Outputs, _start, assert_same_outputs, make_spark
+from harness import HDFS, PROVIDER_KEY, Outputs, assert_same_outputs, make_spark, start_query
 from pyrocks_support import pyrocks_conf, worker_pids
 from state_store.options import PREFIX
 from state_store.spark import PROVIDER_CLASS
@@ -69,7 +69,7 @@ def run_together(spark: SparkSession, provider: str, work: Path,
         for spec, opts in zip(SPECS, options, strict=True):
             for key, value in opts.items():
                 spark.conf.set(PREFIX + key, value)
-            queries.append(_start(spark, spec, work, outputs[spec.name]))
+            queries.append(start_query(spark, spec, work, outputs[spec.name]))
         for batch in range(BATCHES):
             for spec in SPECS:
                 write_batch(work / spec.name / "input", batch)

@@ -60,7 +60,7 @@ def test_a_reset_query_starts_empty_like_spark_providers(tmp_path: Path, capsys)
     # both queries' roots are there; inspect tells which one is stale
     capsys.readouterr()
     assert main(["inspect", str(root), "--json"]) == 0
-    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    reports = json.loads(capsys.readouterr().out)["stores"]
     current = json.loads((tmp_path / "ours" / "checkpoint" / "metadata").read_text())["id"]
     assert {r["query_id"] for r in reports if not r["stale"]} == {current}
     assert len({r["query_id"] for r in reports if r["stale"]}) == 1

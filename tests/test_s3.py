@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pyrocks_support import ConditionIgnoringEndpoint, S3Endpoint
+from pyrocks_support import S3Endpoint, condition_ignoring_endpoint
 from state_store.checkpoint import Checkpoint
 from state_store.engine import VersionedStore
 from state_store.errors import CorruptFileError, UnsupportedStorageError
@@ -48,7 +48,7 @@ def test_publish_is_put_if_absent(s3: S3Endpoint) -> None:
 
 def test_an_endpoint_that_ignores_conditional_writes_is_refused(s3: S3Endpoint,
                                                                tmp_path: Path) -> None:
-    proxy = ConditionIgnoringEndpoint(s3)
+    proxy = condition_ignoring_endpoint(s3)
     try:
         root = s3.url(f"ignoring-{uuid.uuid4().hex}")
         store = VersionedStore("s3-store", Checkpoint(open_storage(root, proxy.options), "s"),

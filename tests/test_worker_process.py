@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyrocks_support import ConditionIgnoringEndpoint, S3Endpoint
+from pyrocks_support import S3Endpoint, condition_ignoring_endpoint
 from state_store import records
 from state_store.protocol import HEADER, I64, Request, Status
 from state_store.records import Op
@@ -103,7 +103,7 @@ def test_an_endpoint_ignoring_conditional_writes_is_refused_at_open(worker, s3: 
                                                                     tmp_path: Path) -> None:
     """Before any commit can start: the store's OPEN fails, naming the endpoint."""
     _, sock = worker
-    proxy = ConditionIgnoringEndpoint(s3)
+    proxy = condition_ignoring_endpoint(s3)
     try:
         spec = {"store_root": str(tmp_path / "ckpt"), "store_path": "op/0/default",
                 "store_name": "s", "local_name": "p", "query_id": "q",

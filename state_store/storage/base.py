@@ -107,16 +107,35 @@ class Storage:
         self.retry(f"uploading {path}", lambda: self.fs.put_file(str(local_path), path))
         return written
 
-    def duplicate(self, src_rel: str, dst_rel: str) -> None:
-        """Makes `dst` a new file with the bytes of `src`, by the cheapest means available.
-        Here: streamed through this process (the last resort)."""
-        src, dst = self.path(src_rel), self.path(dst_rel)
-        self.retry(f"copying {src} to {dst}", lambda: self._stream_copy(src, dst))
+    def duplicate(self, src_rel: str, dst_rel: str, source: Storage | None = None) -> None:
+        """Makes `dst` a new file with the bytes of `src` (under `source`, default: this
+        root), by the cheapest means available: a subclass's fast path when both roots are
+        on its filesystem, else streamed through this process (the last resort)."""
+        source = source or self
+        if self.same_filesystem(source):
+            self._duplicate_native(source.path(src_rel), self.path(dst_rel))
+        else:
+            self._stream_copy(source, src_rel, dst_rel)
 
-    def _stream_copy(self, src: str, dst: str) -> None:
-        with self.fs.open(src, "rb") as r, self.fs.open(dst, "wb") as w:
-            while chunk := r.read(CHUNK):
-                w.write(chunk)
+    def same_filesystem(self, other: Storage) -> bool:
+        """Whether a native copy can go from `other` to here (same kind, same endpoint)."""
+        return (type(other) is type(self) and type(other.fs) is type(self.fs)
+                and other.options == self.options)
+
+    def _duplicate_native(self, src: str, dst: str) -> None:
+        """Copies between two paths of this filesystem (overridden by fast paths)."""
+        self._copy_streamed(self.fs, src, dst)
+
+    def _stream_copy(self, source: Storage, src_rel: str, dst_rel: str) -> None:
+        self._copy_streamed(source.fs, source.path(src_rel), self.path(dst_rel))
+
+    def _copy_streamed(self, src_fs: fsspec.AbstractFileSystem, src: str, dst: str) -> None:
+        def copy() -> None:
+            with src_fs.open(src, "rb") as r, self.fs.open(dst, "wb") as w:
+                while chunk := r.read(CHUNK):
+                    w.write(chunk)
+
+        self.retry(f"copying {src} to {dst}", copy)
 
     def publish(self, rel: str, data: bytes) -> bool:
         """Put-if-absent. True if this call published `rel`; False if it already existed."""
@@ -171,13 +190,22 @@ class Storage:
 
     def download_verified(self, rel: str, local_path: Path, written: Written, what: str) -> None:
         """Copies a durable file to local disk, verifying it on the way."""
+        with open(local_path, "wb") as dst:
+            self._stream_checked(rel, written, what, dst.write)
+
+    def verify(self, rel: str, written: Written, what: str) -> None:
+        """Reads a durable file through and checks its size and checksum."""
+        self._stream_checked(rel, written, what, lambda chunk: None)
+
+    def _stream_checked(self, rel: str, written: Written, what: str,
+                        sink: Callable[[bytes], object]) -> None:
         path = self.path(rel)
         crc, size = 0, 0
         try:
-            with self.fs.open(path, "rb") as src, open(local_path, "wb") as dst:
+            with self.fs.open(path, "rb") as src:
                 while chunk := src.read(CHUNK):
                     crc, size = checksum(chunk, crc), size + len(chunk)
-                    dst.write(chunk)
+                    sink(chunk)
         except FileNotFoundError as e:
             raise CorruptFileError(f"{what}: file {path} is missing") from e
         if size != written.size or format_checksum(crc) != written.checksum:
@@ -185,6 +213,15 @@ class Storage:
                 f"{what}: file {path} is corrupt ({size} bytes, {format_checksum(crc)}; "
                 f"expected {written.size} bytes, {written.checksum})"
             )
+
+    def find(self, rel_dir: str) -> list[str]:
+        """Every file under `rel_dir` at any depth, as paths relative to this root."""
+        base = self.path(rel_dir)
+        try:
+            found = self.retry(f"listing {base}", lambda: self.fs.find(base))
+        except FileNotFoundError:
+            return []
+        return sorted(str(p)[len(self.root) + 1:] for p in found)
 
     def list_names(self, rel_dir: str) -> list[str]:
         return sorted(self.list_entered(rel_dir))

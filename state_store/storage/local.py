@@ -37,10 +37,9 @@ class LocalStorage(Storage):
         _link_or_copy(Path(local_path), Path(path))
         return written
 
-    def duplicate(self, src_rel: str, dst_rel: str) -> None:
-        dst = self.path(dst_rel)
+    def _duplicate_native(self, src: str, dst: str) -> None:
         self._makedirs_for(dst)
-        _link_or_copy(Path(self.path(src_rel)), Path(dst))
+        _link_or_copy(Path(src), Path(dst))
 
     def publish(self, rel: str, data: bytes) -> bool:
         path = self.path(rel)

@@ -27,6 +27,13 @@ class S3Storage(ConditionalPutStorage):
         self._probe_lock = threading.Lock()
         self._condition_checked = False
 
+    def child(self, rel: str) -> S3Storage:
+        """A root below this one: same endpoint, so a probe already passed holds for it."""
+        child = super().child(rel)
+        assert isinstance(child, S3Storage)
+        child._condition_checked = self._condition_checked
+        return child
+
     def publish(self, rel: str, data: bytes) -> bool:
         self.verify_publish()
         return super().publish(rel, data)
@@ -54,6 +61,5 @@ class S3Storage(ConditionalPutStorage):
                     "(AWS S3, MinIO, recent Ceph) or a local path.")
             self._condition_checked = True
 
-    def duplicate(self, src_rel: str, dst_rel: str) -> None:
-        src, dst = self.path(src_rel), self.path(dst_rel)
+    def _duplicate_native(self, src: str, dst: str) -> None:
         self.retry(f"copying {src} to {dst}", lambda: self.fs.copy(src, dst))

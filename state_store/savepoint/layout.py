@@ -1,0 +1,183 @@
+"""The records of savepoints and restores, and where each lives.
+
+A savepoint directory (user-owned; nothing of this project ever deletes it):
+  _savepoint.json        the descriptor, published last (put-if-absent): a directory
+                         without it is an incomplete savepoint and is never used
+  checkpoint/...         Spark's files batch N needs: metadata, offsets/, commits/,
+                         sources/ and the operator and schema metadata under state/
+  stores/<key>/          one store root per store (manifests/, snapshots/, files/),
+                         holding exactly its version N + 1; <key> is the store's place
+                         under Spark's state/ directory: <op>/<part>[/<store name>]
+  _claimed.json          present once a CLAIM restore took the savepoint's files over
+
+A restored checkpoint additionally holds `_restore.json` (what it was restored from; written
+first) and a seed per store (seeding.py); `_claimed.json` in a source checkpoint marks it
+claimed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import CorruptFileError
+
+DESCRIPTOR = "_savepoint.json"
+CLAIM_MARKER = "_claimed.json"
+RESTORE_RECORD = "_restore.json"
+CHECKPOINT_DIR = "checkpoint"
+STORES_DIR = "stores"
+FORMAT_VERSION = 1
+NATIVE = "native"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class SavedFile:
+    path: str  # relative to the savepoint directory
+    size: int
+    checksum: str
+
+
+@dataclass(frozen=True)
+class SavepointDescriptor:
+    source_query_id: str
+    source: str  # the checkpoint (or savepoint) it was taken of
+    batch: int  # the last batch it holds; a restored query resumes at batch + 1
+    operators: list[int]
+    partitions: dict[str, int]  # operator id -> number of partitions
+    stores: list[str]  # store keys (see the module docstring)
+    provider: str
+    files: list[SavedFile]
+    created_at: str = field(default_factory=now_iso)
+    format: str = NATIVE
+    format_version: int = FORMAT_VERSION
+    kind: str = "pyrocks-savepoint"
+
+    @property
+    def version(self) -> int:
+        return self.batch + 1  # Spark's state version after batch N
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True, indent=1).encode()
+
+    @staticmethod
+    def from_json(data: bytes, where: str) -> SavepointDescriptor:
+        raw = _record(data, where, "pyrocks-savepoint")
+        try:
+            return SavepointDescriptor(
+                source_query_id=str(raw["source_query_id"]), source=str(raw["source"]),
+                batch=int(raw["batch"]), operators=[int(o) for o in raw["operators"]],
+                partitions={str(k): int(v) for k, v in raw["partitions"].items()},
+                stores=[str(s) for s in raw["stores"]], provider=str(raw["provider"]),
+                files=[SavedFile(str(f["path"]), int(f["size"]), str(f["checksum"]))
+                       for f in raw["files"]],
+                created_at=str(raw["created_at"]), format=str(raw["format"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CorruptFileError(f"{where} is not a valid savepoint descriptor: {e!r}") from e
+
+
+@dataclass(frozen=True)
+class ClaimMarker:
+    """Published in a source when a CLAIM restore takes its files over."""
+
+    query_id: str  # the claiming (restored) query
+    checkpoint: str  # where it runs
+    batch: int
+    claimed_at: str = field(default_factory=now_iso)
+    format_version: int = FORMAT_VERSION
+    kind: str = "pyrocks-claim"
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(data: bytes, where: str) -> ClaimMarker:
+        raw = _record(data, where, "pyrocks-claim")
+        try:
+            return ClaimMarker(str(raw["query_id"]), str(raw["checkpoint"]), int(raw["batch"]),
+                               str(raw["claimed_at"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptFileError(f"{where} is not a valid claim marker: {e!r}") from e
+
+
+@dataclass(frozen=True)
+class RestoreRecord:
+    """Written first into a restored checkpoint: a rerun of an interrupted restore
+    resumes it (same query id) instead of starting a second one."""
+
+    query_id: str
+    source: str
+    batch: int
+    mode: str
+    created_at: str = field(default_factory=now_iso)
+    format_version: int = FORMAT_VERSION
+    kind: str = "pyrocks-restore"
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(data: bytes, where: str) -> RestoreRecord:
+        raw = _record(data, where, "pyrocks-restore")
+        try:
+            return RestoreRecord(str(raw["query_id"]), str(raw["source"]), int(raw["batch"]),
+                                 str(raw["mode"]), str(raw["created_at"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptFileError(f"{where} is not a valid restore record: {e!r}") from e
+
+
+@dataclass(frozen=True)
+class SavepointInfo:
+    """What `savepoint` and `stop_with_savepoint` return (contract)."""
+
+    path: str
+    batch: int
+    source_query_id: str
+    operators: list[int]
+    partitions: dict[str, int]
+    stores: int
+    files: int
+    bytes: int
+    format: str = NATIVE
+
+    @staticmethod
+    def of(path: str, descriptor: SavepointDescriptor) -> SavepointInfo:
+        return SavepointInfo(path, descriptor.batch, descriptor.source_query_id,
+                             descriptor.operators, descriptor.partitions,
+                             len(descriptor.stores), len(descriptor.files),
+                             descriptor.total_bytes, descriptor.format)
+
+
+@dataclass(frozen=True)
+class RestoreInfo:
+    """What `restore` returns: the new checkpoint and the query id it will run under."""
+
+    checkpoint: str
+    query_id: str
+    source: str
+    batch: int
+    mode: str
+    stores: int
+
+
+def _record(data: bytes, where: str, kind: str) -> dict[str, Any]:
+    try:
+        raw = json.loads(data)
+    except ValueError as e:
+        raise CorruptFileError(f"{where} is not valid JSON: {e}") from e
+    if not isinstance(raw, dict) or raw.get("kind") != kind:
+        raise CorruptFileError(f"{where} is not a {kind} record")
+    if raw.get("format_version") != FORMAT_VERSION:
+        raise CorruptFileError(f"{where} has format_version {raw.get('format_version')}; this "
+                               f"build reads format_version {FORMAT_VERSION}")
+    return raw

@@ -1,0 +1,114 @@
+"""Restoring a query from a savepoint or from another query's checkpoint (FLIP-193).
+
+The new checkpoint gets Spark's files of batch N, a seed per store (seeding.py) and a NEW
+query id: a copy that kept the source's id would stop the source's run on the same cluster,
+or make a sink keyed by query id and batch (Delta) skip its batches. No state byte is
+written here: each store applies its seed when the restored query first opens it.
+
+  no-claim  the source is only read. Each store's first open copies what it needs
+            (duplicate(): a forced full snapshot), so from its first batch on the new query
+            references nothing of the source: `state-store inspect --json` reports the
+            source in `depends_on` until then.
+  claim     the new query owns the source's files: it references them and its GC deletes
+            them once no retained version needs them. A claim marker in the source
+            (put-if-absent) refuses a second claim, and any restore of a claimed source.
+
+Order (what a crash at any point leaves): the restore record, Spark's files, the seeds, the
+claim marker, and last the new `metadata`. Until `metadata` exists the new checkpoint is
+incomplete: a rerun of the same restore resumes it (same query id); a query started on it
+finds no state for its id and fails with an error naming the missing version. Before the
+claim marker nothing of the source is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from ..errors import StateStoreError
+from ..seeding import MODES, NO_CLAIM, Seed
+from ..storage import Storage, open_storage
+from .layout import CLAIM_MARKER, RESTORE_RECORD, ClaimMarker, RestoreInfo, RestoreRecord
+from .sources import METADATA, Source, absolute_url, open_source, store_location_key
+
+
+class RestoreError(StateStoreError):
+    """A restore was refused or could not complete; the error says whether to rerun it."""
+
+
+def restore(source: str, new_checkpoint: str, mode: str = NO_CLAIM, batch: int | None = None,
+            *, storage_options: dict | None = None, target_options: dict | None = None,
+            root_url: str | None = None, root_options: dict | None = None) -> RestoreInfo:
+    """Makes `new_checkpoint` a checkpoint that resumes `source` after its batch `batch`
+    (a savepoint's batch, or a committed batch of a checkpoint; default: the latest)."""
+    if mode not in MODES:
+        raise RestoreError(f"unknown restore mode {mode!r}; choose one of {', '.join(MODES)}")
+    src = open_source(source, batch, storage_options, root_url, root_options)
+    target = absolute_url(new_checkpoint)
+    out = open_storage(target, target_options if target_options is not None
+                       else storage_options)
+    earlier = _interrupted(out, src, mode)
+    _refuse_claimed(src, earlier.query_id if earlier else None, "")
+    record = earlier or _start(out, src, mode)
+    for rel in src.spark_files:
+        if rel == METADATA:
+            continue  # written last, with the new query id
+        _put(out, rel, src.spark_root.read(rel, f"Spark file {rel} of {src.url}"))
+    for key, root in sorted(src.stores.items()):
+        seed = Seed(record.query_id, src.url, root.url, src.version, mode)
+        _put(out, store_location_key(key), seed.to_json())
+    if mode != NO_CLAIM:
+        marker = ClaimMarker(record.query_id, target, src.batch)
+        src.storage.publish(CLAIM_MARKER, marker.to_json())
+        # A concurrent claim may have won the marker.
+        _refuse_claimed(src, record.query_id, f" ({target} is left incomplete: delete it.)")
+    _put(out, METADATA, json.dumps({"id": record.query_id}).encode() + b"\n")
+    return RestoreInfo(target, record.query_id, src.url, src.batch, mode, len(src.stores))
+
+
+def _interrupted(out: Storage, src: Source, mode: str) -> RestoreRecord | None:
+    """The record of an interrupted restore of the same source, batch and mode into `out`
+    (this run completes it), or None for an empty directory; refuses anything else."""
+    if out.read_if_exists(METADATA) is not None:
+        raise RestoreError(f"{out.url} is already a checkpoint (it has {METADATA}); restore "
+                           "into a new directory")
+    data = out.read_if_exists(RESTORE_RECORD)
+    if data is None:
+        if out.list_names("") or out.list_dirs(""):
+            raise RestoreError(f"{out.url} is not empty; restore into a new directory")
+        return None
+    earlier = RestoreRecord.from_json(data, f"{out.url}/{RESTORE_RECORD}")
+    if (earlier.source, earlier.batch, earlier.mode) != (src.url, src.batch, mode):
+        raise RestoreError(
+            f"{out.url} holds an interrupted restore of {earlier.source} batch "
+            f"{earlier.batch} ({earlier.mode}); rerun that restore, or delete {out.url}")
+    return earlier
+
+
+def _start(out: Storage, src: Source, mode: str) -> RestoreRecord:
+    record = RestoreRecord(str(uuid.uuid4()), src.url, src.batch, mode)
+    if not out.publish(RESTORE_RECORD, record.to_json()):
+        raise RestoreError(f"another restore into {out.url} started at the same time")
+    return record
+
+
+def _refuse_claimed(src: Source, query_id: str | None, leftover: str) -> None:
+    """Refuses a source claimed by a query other than `query_id` (this restore's)."""
+    marker = src.claim()
+    if marker is not None and marker.query_id != query_id:
+        raise RestoreError(
+            f"{src.url} was claimed by query {marker.query_id} (restored into "
+            f"{marker.checkpoint} at batch {marker.batch}, {marker.claimed_at}): its files "
+            "belong to that query, whose GC deletes them. Restore from a savepoint of that "
+            f"query instead.{leftover}")
+
+
+def _put(out: Storage, rel: str, data: bytes) -> None:
+    """Writes a file of the new checkpoint; a rerun finds its earlier copy in place."""
+    existing = out.read_if_exists(rel)
+    if existing == data:
+        return
+    if existing is not None:
+        raise RestoreError(f"{out.url}/{rel} exists with other content; delete {out.url} and "
+                           "restore again")
+    out.write_new(rel, data)

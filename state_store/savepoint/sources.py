@@ -1,0 +1,230 @@
+"""What a savepoint or a restore reads from: a Spark checkpoint or a savepoint.
+
+Both give the same view (`Source`): the query id and batch, the Spark files that batch
+needs (relative paths, the same in the source and in what is written from it), and the
+root of every store at the batch's version. Nothing here writes.
+
+What Spark needs to resume after batch N (MicroBatchExecution): `metadata` (the query id),
+offsets N - 1 and N (N's are the batch's end, N - 1's its start), commit N (N is done), each
+source's log up to N (a file source's list of files seen), and the operator and schema
+metadata under state/. Spark's state version after batch N is N + 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import fsspec
+
+from ..checkpoint import QUERY_DIR_PREFIX, Checkpoint, query_dir
+from ..errors import ForeignCheckpointError, StateStoreError, VersionNotFoundError
+from ..seeding import SEED_FILE
+from ..storage import Storage, open_storage
+from .layout import (
+    CHECKPOINT_DIR,
+    CLAIM_MARKER,
+    DESCRIPTOR,
+    STORES_DIR,
+    ClaimMarker,
+    SavepointDescriptor,
+)
+
+METADATA, OFFSETS, COMMITS, SOURCES, STATE = "metadata", "offsets", "commits", "sources", "state"
+# What Spark's own providers leave in a partition's directory: state we cannot read.
+_FOREIGN_SUFFIXES = (".delta", ".snapshot", ".zip", ".changelog")
+DEFAULT_STORE = "default"
+
+
+class SourceError(StateStoreError):
+    """The source of a savepoint or a restore is missing, incomplete or unusable."""
+
+
+@dataclass(frozen=True)
+class Source:
+    url: str  # absolute, as workers will open it
+    storage: Storage  # where the claim marker goes
+    kind: str  # "checkpoint" or "savepoint"
+    query_id: str
+    batch: int
+    spark_root: Storage  # Spark's files, at the same relative paths as in a checkpoint
+    spark_files: list[str]
+    stores: dict[str, Storage]  # store key -> store root holding version batch + 1
+
+    @property
+    def version(self) -> int:
+        return self.batch + 1
+
+    def claim(self) -> ClaimMarker | None:
+        data = self.storage.read_if_exists(CLAIM_MARKER)
+        where = f"{self.storage.url}/{CLAIM_MARKER}"
+        return None if data is None else ClaimMarker.from_json(data, where)
+
+    def checkpoint_of(self, key: str) -> Checkpoint:
+        return Checkpoint(self.stores[key], f"store {key} of {self.url}")
+
+
+def absolute_url(url: str) -> str:
+    """`url` with a local path made absolute: workers resolve it from another directory."""
+    protocol, path = fsspec.core.split_protocol(url)
+    if protocol in (None, "file", "local"):
+        return os.path.abspath(path)
+    return url.rstrip("/")
+
+
+def open_source(url: str, batch: int | None, storage_options: dict | None = None,
+                root_url: str | None = None, root_options: dict | None = None) -> Source:
+    """A savepoint (it has a descriptor) or a checkpoint (it has Spark's metadata)."""
+    url = absolute_url(url)
+    storage = open_storage(url, storage_options)
+    descriptor = storage.read_if_exists(DESCRIPTOR)
+    if descriptor is not None:
+        return _savepoint_source(url, storage, descriptor, batch)
+    if storage.read_if_exists(METADATA) is not None:
+        return _checkpoint_source(url, storage, batch, root_url, root_options)
+    if storage.list_dirs(CHECKPOINT_DIR) or storage.list_dirs(STORES_DIR):
+        raise SourceError(f"{url} is an incomplete savepoint (no {DESCRIPTOR}): it was "
+                          "interrupted while being written and cannot be used; take it again")
+    raise SourceError(f"{url} is neither a savepoint (no {DESCRIPTOR}) nor a Spark checkpoint "
+                      f"(no {METADATA})")
+
+
+def _savepoint_source(url: str, storage: Storage, data: bytes, batch: int | None) -> Source:
+    descriptor = SavepointDescriptor.from_json(data, f"{url}/{DESCRIPTOR}")
+    if batch is not None and batch != descriptor.batch:
+        raise SourceError(f"savepoint {url} holds batch {descriptor.batch}, not batch {batch}")
+    spark_root = storage.child(CHECKPOINT_DIR)
+    prefix = f"{CHECKPOINT_DIR}/"
+    files = [f.path[len(prefix):] for f in descriptor.files if f.path.startswith(prefix)]
+    stores = {key: storage.child(f"{STORES_DIR}/{key}") for key in descriptor.stores}
+    return Source(url, storage, "savepoint", descriptor.source_query_id, descriptor.batch,
+                  spark_root, files, stores)
+
+
+def _checkpoint_source(url: str, storage: Storage, batch: int | None, root_url: str | None,
+                       root_options: dict | None) -> Source:
+    spark = SparkCheckpoint(storage)
+    query_id = spark.query_id()
+    committed = spark.committed_batches()
+    if not committed:
+        raise SourceError(f"checkpoint {url} has no committed batch (nothing in {COMMITS}/)")
+    if batch is None:
+        batch = committed[-1]
+    elif batch not in committed:
+        raise SourceError(f"batch {batch} of checkpoint {url} is not committed (committed "
+                          f"batches retained: {committed[0]}..{committed[-1]})")
+    metadata_files, stores = spark.walk_state(query_id)
+    if root_url:
+        stores = stores_under_root(open_storage(root_url, root_options), query_id)
+    if not stores:
+        raise SourceError(f"checkpoint {url} holds no state of this provider for query "
+                          f"{query_id}" + ("" if root_url else
+                                           " (if the query set rootUrl, pass it as root_url)"))
+    for key, root in stores.items():
+        if batch + 1 not in Checkpoint(root, key).versions():
+            raise VersionNotFoundError(
+                f"store {key} of checkpoint {url} no longer retains version {batch + 1} "
+                f"(batch {batch}); choose a later batch")
+    files = [METADATA, *spark.batch_logs(batch), *metadata_files]
+    return Source(url, storage, "checkpoint", query_id, batch, storage, files, stores)
+
+
+class SparkCheckpoint:
+    """Reads what Spark keeps in a checkpoint directory."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    def query_id(self) -> str:
+        data = self.storage.read_if_exists(METADATA)
+        try:
+            return str(json.loads((data or b"").splitlines()[0])["id"])
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise SourceError(f"{self.storage.url}/{METADATA} does not hold a streaming query id"
+                              f" ({e!r})") from e
+
+    def committed_batches(self) -> list[int]:
+        return sorted(int(n) for n in self.storage.list_names(COMMITS) if n.isdigit())
+
+    def batch_logs(self, batch: int) -> list[str]:
+        """Offsets N - 1 and N, commit N, and each source's log entries up to N."""
+        offsets = set(self.storage.list_names(OFFSETS))
+        if str(batch) not in offsets or (batch > 0 and str(batch - 1) not in offsets):
+            raise SourceError(f"{self.storage.url}/{OFFSETS} lacks the offsets of batch {batch}"
+                              f"{' or ' + str(batch - 1) if batch > 0 else ''}")
+        logs = [f"{OFFSETS}/{b}" for b in (batch - 1, batch) if b >= 0]
+        logs.append(f"{COMMITS}/{batch}")
+        logs += [p for p in self.storage.find(SOURCES) if _up_to(p, batch)]
+        return logs
+
+    def walk_state(self, query_id: str) -> tuple[list[str], dict[str, Storage]]:
+        """Spark's operator and schema metadata under state/ (directories named `_*`), and
+        the root of each store of `query_id` by key. Refuses state of another provider."""
+        metadata: list[str] = []
+        stores: dict[str, Storage] = {}
+        own = query_dir(query_id)
+        for op in self.storage.list_dirs(STATE):
+            for entry in self.storage.list_dirs(f"{STATE}/{op}"):
+                where = f"{STATE}/{op}/{entry}"
+                if entry.startswith("_"):
+                    metadata += [p for p in self.storage.find(where) if not _is_crc(p)]
+                    continue
+                self._refuse_foreign(where)
+                for key, root in _store_roots(self.storage, where, f"{op}/{entry}", own):
+                    stores[key] = root
+        return metadata, stores
+
+    def _refuse_foreign(self, partition_dir: str) -> None:
+        foreign = [n for n in self.storage.list_names(partition_dir)
+                   if n.endswith(_FOREIGN_SUFFIXES)]
+        if foreign:
+            raise ForeignCheckpointError(
+                f"{self.storage.url}/{partition_dir} holds state of another state store "
+                f"provider ({', '.join(foreign[:3])}); a native savepoint holds only this "
+                "provider's state")
+
+
+def _store_roots(storage: Storage, partition_dir: str, key: str,
+                 own: str) -> list[tuple[str, Storage]]:
+    """The stores of one partition: the default store's root sits in the partition's
+    directory, a named store's in a directory of its name."""
+    found = []
+    dirs = storage.list_dirs(partition_dir)
+    if own in dirs:
+        found.append((key, storage.child(f"{partition_dir}/{own}")))
+    for name in dirs:
+        if not name.startswith(QUERY_DIR_PREFIX) and own in storage.list_dirs(
+                f"{partition_dir}/{name}"):
+            found.append((f"{key}/{name}", storage.child(f"{partition_dir}/{name}/{own}")))
+    return found
+
+
+def stores_under_root(root: Storage, query_id: str) -> dict[str, Storage]:
+    """Stores of `query_id` under a rootUrl: <root>/<checkpoint hash>/<op>/<part>/<store>/."""
+    own = query_dir(query_id)
+    stores = {}
+    for path in root.fs.glob(root.path(f"*/*/*/*/{own}")):
+        rel = str(path)[len(root.root) + 1:]
+        _, op, part, name, _ = rel.split("/")
+        key = f"{op}/{part}" if name == DEFAULT_STORE else f"{op}/{part}/{name}"
+        stores[key] = root.child(rel)
+    return stores
+
+
+def store_location_key(key: str) -> str:
+    """Where Spark places a store under state/: the seed of a restored store goes there."""
+    return f"{STATE}/{key}/{SEED_FILE}"
+
+
+def _up_to(path: str, batch: int) -> bool:
+    """A source log entry (`N` or `N.compact`) of a batch up to `batch`, or another file."""
+    if _is_crc(path):
+        return False
+    stem = path.rsplit("/", 1)[-1].removesuffix(".compact")
+    return not stem.isdigit() or int(stem) <= batch
+
+
+def _is_crc(path: str) -> bool:
+    """Hadoop's checksum side files: stale once their file is rewritten (the metadata)."""
+    return path.rsplit("/", 1)[-1].endswith(".crc")

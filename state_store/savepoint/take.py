@@ -1,0 +1,121 @@
+"""Taking a savepoint: a self-contained, relocatable copy of one committed batch.
+
+Order (what a crash at any point leaves): Spark's files, then each store's files and
+records, then the descriptor, published put-if-absent. Without the descriptor the
+directory is an incomplete savepoint that nothing will use; the source is only ever read,
+so taking a savepoint never adds or changes a batch of the source query, and never waits
+for one: a running query keeps committing while its latest committed batch is copied.
+State files are duplicated (hard links, server-side copies): no state byte passes through
+this process.
+"""
+
+from __future__ import annotations
+
+from ..checkpoint import Checkpoint
+from ..errors import StateStoreError
+from ..manifest import FileRef, file_path, manifest_path, snapshot_path
+from ..progress import Progress
+from ..seeding import copy_version
+from ..spark import PROVIDER_CLASS
+from ..storage import Storage, checksum, format_checksum, open_storage
+from .layout import (
+    CHECKPOINT_DIR,
+    DESCRIPTOR,
+    STORES_DIR,
+    SavedFile,
+    SavepointDescriptor,
+    SavepointInfo,
+)
+from .sources import Source, absolute_url, open_source
+
+
+class SavepointError(StateStoreError):
+    """A savepoint could not be written; the source is untouched."""
+
+
+def savepoint(checkpoint: str, target: str, batch: int | None = None, *,
+              storage_options: dict | None = None, target_options: dict | None = None,
+              root_url: str | None = None, root_options: dict | None = None,
+              quiet: bool = True) -> SavepointInfo:
+    """Writes a savepoint of `checkpoint` (a checkpoint or a savepoint) at committed
+    `batch` (default: the latest) to `target`, which must not exist or be empty.
+
+    `storage_options` are fsspec options for the source, `target_options` for the target
+    (default: the source's); `root_url`/`root_options` locate the state of a query that
+    kept it under a rootUrl. `quiet=False` draws a progress bar on a terminal.
+    """
+    source = open_source(checkpoint, batch, storage_options, root_url, root_options)
+    target = absolute_url(target)
+    out = open_storage(target, target_options if target_options is not None
+                       else storage_options)
+    _require_empty(out)
+    out.verify_publish()
+    plans = {key: source.checkpoint_of(key).plan_load(source.version) for key in source.stores}
+    state_files = sum(len(p.snapshot.files if p.snapshot else []) + max(len(p.changelogs), 1)
+                      for p in plans.values())
+    state_bytes = sum(f.size for p in plans.values()
+                      for f in [*(p.snapshot.files if p.snapshot else []),
+                                *(c.file for c in p.changelogs)])
+    progress = Progress.for_terminal(f"savepoint {target}", state_bytes,
+                                     state_files + len(source.spark_files), quiet)
+    files = _copy_spark_files(source, out, progress)
+    for key in sorted(source.stores):
+        files += _copy_store(source, key, out, progress)
+    progress.close()
+    descriptor = SavepointDescriptor(
+        source_query_id=source.query_id, source=source.url, batch=source.batch,
+        operators=sorted({int(k.split("/")[0]) for k in source.stores}),
+        partitions=_partitions(source.stores), stores=sorted(source.stores),
+        provider=PROVIDER_CLASS, files=files)
+    if not out.publish(DESCRIPTOR, descriptor.to_json()):
+        raise SavepointError(f"{target} received another savepoint at the same time; "
+                             "this one was not published")
+    return SavepointInfo.of(target, descriptor)
+
+
+def _require_empty(out: Storage) -> None:
+    if out.read_if_exists(DESCRIPTOR) is not None:
+        raise SavepointError(f"{out.url} already holds a savepoint; savepoints are never "
+                             "overwritten: choose another target")
+    if out.list_names("") or out.list_dirs(""):
+        raise SavepointError(f"{out.url} is not empty; a savepoint needs a new directory")
+
+
+def _copy_spark_files(source: Source, out: Storage, progress: Progress) -> list[SavedFile]:
+    saved = []
+    for rel in source.spark_files:
+        data = source.spark_root.read(rel, f"Spark file {rel} of {source.url}")
+        path = f"{CHECKPOINT_DIR}/{rel}"
+        written = out.write_new(path, data)
+        saved.append(SavedFile(path, written.size, written.checksum))
+        progress.advance(written.size)
+    return saved
+
+
+def _copy_store(source: Source, key: str, out: Storage, progress: Progress) -> list[SavedFile]:
+    prefix = f"{STORES_DIR}/{key}"
+    target = Checkpoint(out.child(prefix), f"store {key} of savepoint {out.url}")
+    placed: list[FileRef] = []
+
+    def on_file(ref: FileRef) -> None:
+        placed.append(ref)
+        progress.advance(ref.size)
+
+    manifest = copy_version(source.checkpoint_of(key), source.version, target, claim=False,
+                            on_file=on_file)
+    saved = [SavedFile(f"{prefix}/{file_path(f.name)}", f.size, f.checksum) for f in placed]
+    records = [manifest_path(manifest.version)]
+    if manifest.snapshot_version is not None:
+        records.append(snapshot_path(manifest.snapshot_version))
+    for rel in records:
+        data = target.storage.read(rel, f"record {rel} of store {key}")
+        saved.append(SavedFile(f"{prefix}/{rel}", len(data), format_checksum(checksum(data))))
+    return saved
+
+
+def _partitions(stores: dict[str, Storage]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for key in stores:
+        op, part = key.split("/")[:2]
+        counts[op] = max(counts.get(op, 0), int(part) + 1)
+    return counts
