@@ -7,6 +7,7 @@ import json
 import sys
 
 from . import bridge, options
+from .storage import Storage, open_storage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     inspect.add_argument("--orphan-margin", type=float, default=3600.0,
                          help="seconds before an unreferenced file counts as an orphan")
     inspect.add_argument("--json", action="store_true", help="print one JSON document")
+    inspect.add_argument("--root-url", help="the rootUrl the checkpoint's query keeps its "
+                                            "state under (for its stores and depends_on)")
+    inspect.add_argument("--root-options", default="{}", help="fsspec options for --root-url")
 
     take = sub.add_parser("savepoint", help="write a savepoint of a query's committed batch")
     take.add_argument("checkpoint", help="the query's checkpoint (or a savepoint to relocate)")
@@ -62,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         print(options_table())
         return 0
     if args.command == "inspect":
+        state_root = (open_storage(args.root_url, json.loads(args.root_options))
+                      if args.root_url else None)
         return inspect_root(args.root, json.loads(args.storage_options), args.retain,
-                            args.orphan_margin, args.json)
+                            args.orphan_margin, args.json, state_root)
     if args.command in ("savepoint", "restore"):
         return _savepoint_command(args)
     return 2
@@ -124,18 +130,16 @@ def options_table() -> str:
 
 
 def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: float,
-                 as_json: bool) -> int:
+                 as_json: bool, state_root: Storage | None = None) -> int:
     from .checkpoint import Checkpoint
     from .inspect import describe_location, format_location
     from .savepoint.verify import format_savepoint_report, is_savepoint, verify_savepoint
-    from .storage import open_storage
-
     storage = open_storage(root, storage_options)
     if is_savepoint(storage):
         checked = verify_savepoint(storage, quiet=as_json)
         print(json.dumps(checked.to_dict()) if as_json else format_savepoint_report(checked))
         return 0 if checked.verified else 1
-    report = describe_location(storage, retain, orphan_margin)
+    report = describe_location(storage, retain, orphan_margin, state_root)
     if not report.stores and not report.depends_on:
         Checkpoint(storage, root).refuse_foreign_state()
         print(f"no state of this provider under {root}", file=sys.stderr)

@@ -27,3 +27,8 @@ class ProtocolError(StateStoreError):
 
 class UnsupportedStorageError(StateStoreError):
     """The durable root is on a filesystem that cannot publish a file atomically."""
+
+
+class ClaimedCheckpointError(StateStoreError):
+    """The checkpoint's state was claimed by a restored query: running it would delete
+    files that query owns now."""

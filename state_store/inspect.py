@@ -12,6 +12,7 @@ from typing import Any
 from .checkpoint import QUERY_DIR_PREFIX, Checkpoint
 from .manifest import MANIFEST_DIR, FileRef, Owner
 from .savepoint.layout import CLAIM_MARKER, RESTORE_RECORD
+from .savepoint.sources import stores_under_root
 from .seeding import SEED_FILE, Seed
 from .storage import Storage
 
@@ -108,17 +109,24 @@ class LocationReport:
         return asdict(self)
 
 
-def describe_location(storage: Storage, retain: int, orphan_margin_s: float) -> LocationReport:
-    """Every store root at or under `storage`, and what the current query depends on. A
-    restored store that has not opened yet still depends on its source; so does one whose
-    root this report cannot see (state kept under a rootUrl): the list errs on the side of
-    keeping a source."""
-    stores = describe_root(storage, retain, orphan_margin_s)
+def describe_location(storage: Storage, retain: int, orphan_margin_s: float,
+                      state_root: Storage | None = None) -> LocationReport:
+    """Every store root at or under `storage` (or, for a query that keeps its state under
+    a rootUrl, the current query's stores under `state_root`), and what the current query
+    depends on. A restored store that has not opened yet still depends on its source; so
+    does one this report cannot see: the list errs on the side of keeping a source."""
     query_id = _checkpoint_query_id(storage)
+    if state_root is not None and query_id:
+        stores = [describe_store(Checkpoint(root, key), retain, orphan_margin_s)
+                  for key, root in sorted(stores_under_root(state_root, query_id).items())]
+        roots = stores_under_root(state_root, query_id)
+    else:
+        stores = describe_root(storage, retain, orphan_margin_s)
+        roots = {}
     seeds = _seeds(storage)
     depends: set[str] = set()
     for key, seed in seeds.items():
-        root = storage.child(f"state/{key}/{QUERY_DIR_PREFIX}{seed.query_id}")
+        root = roots.get(key) or storage.child(f"state/{key}/{QUERY_DIR_PREFIX}{seed.query_id}")
         if seed.query_id == query_id and not Checkpoint(root, key).versions():
             depends.add(seed.source)
     by_root = {seed.source_root: seed.source for seed in seeds.values()}

@@ -24,11 +24,12 @@ from pathlib import Path
 from . import options as options_mod
 from .checkpoint import Checkpoint, query_dir
 from .engine import VersionedStore
-from .errors import ProtocolError
+from .errors import ClaimedCheckpointError, ProtocolError
 from .memory import RocksMemory
 from .protocol import HEADER, I32, I64, NO_RESPONSE, U16, U32, Request, ScanMode, Status
+from .savepoint.layout import read_claim
 from .seeding import apply_seed
-from .storage import open_storage
+from .storage import Storage, open_storage
 
 _SEND_LIMIT = 1 << 20
 
@@ -164,9 +165,10 @@ class Session:
         storage = base.child(query_dir(query_id)) if query_id else base
         storage.verify_publish()  # refused at start, never in the middle of a commit
         checkpoint = Checkpoint(storage, spec["store_name"], base if query_id else None)
-        if query_id:  # a restored query's store starts from its seed (seeding.py)
+        if query_id:
             location = open_storage(spec["store_root"]) if opts.root_url else base
-            apply_seed(location, checkpoint, query_id)
+            _refuse_claimed(location, query_id)
+            apply_seed(location, checkpoint, query_id)  # a restored query's first open
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
         self.store = VersionedStore(spec["store_name"], checkpoint, local, opts, self.uploads,
                                     self.memory, writer)
@@ -219,6 +221,20 @@ class Session:
         # Untracked counts report 0, as Spark's RocksDB provider does with counting off.
         return {**counters, "num_keys": max(store.num_keys, 0),
                 "memory_bytes": store.memory_bytes(), "upload_lag_versions": store.upload_lag()}
+
+
+def _refuse_claimed(location: Storage, query_id: str) -> None:
+    """A checkpoint whose state a CLAIM restore took over must not run again: its GC would
+    delete files the claiming query now owns. `location` is the store's place under
+    `<checkpoint>/state/`; the marker sits at the checkpoint's root."""
+    checkpoint = location.url.rsplit("/state/", 1)[0]
+    claim = read_claim(open_storage(checkpoint, location.options))
+    if claim is not None and claim.query_id != query_id:
+        raise ClaimedCheckpointError(
+            f"the state of checkpoint {checkpoint} was claimed by query {claim.query_id} "
+            f"(restored into {claim.checkpoint} at batch {claim.batch}, {claim.claimed_at}) "
+            "and belongs to that query now: running this query would delete its files. Run "
+            "the restored query, or restore this one anew from a savepoint of it.")
 
 
 def _split_cf(body: bytes, offset: int) -> tuple[str, bytes]:

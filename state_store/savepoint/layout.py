@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import CorruptFileError
+from ..storage import Storage
 
 DESCRIPTOR = "_savepoint.json"
 CLAIM_MARKER = "_claimed.json"
@@ -108,6 +109,12 @@ class ClaimMarker:
                                str(raw["claimed_at"]))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptFileError(f"{where} is not a valid claim marker: {e!r}") from e
+
+
+def read_claim(storage: Storage) -> ClaimMarker | None:
+    """The claim marker of a savepoint or checkpoint directory, if it was claimed."""
+    data = storage.read_if_exists(CLAIM_MARKER)
+    return None if data is None else ClaimMarker.from_json(data, f"{storage.url}/{CLAIM_MARKER}")
 
 
 @dataclass(frozen=True)

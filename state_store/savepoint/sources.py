@@ -24,11 +24,11 @@ from ..seeding import SEED_FILE
 from ..storage import Storage, open_storage
 from .layout import (
     CHECKPOINT_DIR,
-    CLAIM_MARKER,
     DESCRIPTOR,
     STORES_DIR,
     ClaimMarker,
     SavepointDescriptor,
+    read_claim,
 )
 
 METADATA, OFFSETS, COMMITS, SOURCES, STATE = "metadata", "offsets", "commits", "sources", "state"
@@ -57,9 +57,7 @@ class Source:
         return self.batch + 1
 
     def claim(self) -> ClaimMarker | None:
-        data = self.storage.read_if_exists(CLAIM_MARKER)
-        where = f"{self.storage.url}/{CLAIM_MARKER}"
-        return None if data is None else ClaimMarker.from_json(data, where)
+        return read_claim(self.storage)
 
     def checkpoint_of(self, key: str) -> Checkpoint:
         return Checkpoint(self.stores[key], f"store {key} of {self.url}")
