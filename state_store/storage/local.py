@@ -14,6 +14,8 @@ import shutil
 import uuid
 from pathlib import Path
 
+import fsspec
+
 from .base import CHUNK, Storage, Written, checksum, format_checksum, local_written
 
 
@@ -36,6 +38,10 @@ class LocalStorage(Storage):
         self._makedirs_for(path)
         _link_or_copy(Path(local_path), Path(path))
         return written
+
+    def _copy_streamed(self, src_fs: fsspec.AbstractFileSystem, src: str, dst: str) -> None:
+        self._makedirs_for(dst)  # from another filesystem: no link possible
+        super()._copy_streamed(src_fs, src, dst)
 
     def _duplicate_native(self, src: str, dst: str) -> None:
         self._makedirs_for(dst)
