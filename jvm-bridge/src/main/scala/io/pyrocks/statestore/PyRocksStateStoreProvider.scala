@@ -18,6 +18,7 @@ import org.json4s.jackson.JsonMethods.{compact, parse, render}
 
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
+import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types.StructType
 
@@ -71,6 +72,7 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
     registerColumnFamily(Wire.DefaultCf, keySchema, valueSchema, keyStateEncoderSpec,
       useMultipleValuesPerKey)
     withConnection(_ => ()) // fail in init, not mid-batch, on a bad option or a broken worker
+    LiveProviders.add(this)
   }
 
   override def stateStoreId: StateStoreId = storeId
@@ -380,6 +382,9 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
 
   private[statestore] def currentConnection: Option[Connection] = Option(connection)
 
+  /** This provider instance, unique across JVMs (also names its working copy). */
+  private[statestore] def instanceId: String = localName
+
   private[statestore] def readCache: ReadCache = cache
 
   // ---- maintenance, metrics, close ----------------------------------------------------------
@@ -412,6 +417,39 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = CustomMetrics
 
+  /** Whether this store belongs to `checkpointRoot` (the checkpoint or its `state`
+   * directory; any spelling of it, see `LiveProviders.qualify`). */
+  private[statestore] def belongsTo(checkpointRoot: String): Boolean =
+    LiveProviders.matches(storeId.checkpointRootLocation, checkpointRoot, hadoopConf)
+
+  /**
+   * Finishes the store now, as `close()` does first, and stays open: uploads in flight
+   * complete and the last committed version gets a snapshot if it has none (a second
+   * finish is a no-op in the worker). For `finishQuery`, once the store's query has stopped.
+   * Under the lock, so never in the middle of a request. Returns false, sending nothing,
+   * when there is nothing to finish: no live connection (never opened, closed, or its
+   * worker is gone), or a store of this provider is being updated (a task's batch must not
+   * be snapshotted half-way, and the worker never snapshots uncommitted writes: it would
+   * answer as if finished). Throws if the Finish fails or the worker reports failed
+   * snapshot uploads.
+   */
+  private[statestore] def finishNow(): Boolean = synchronized {
+    if (connection == null || connection.isBroken) false
+    else if (writer != null) {
+      logInfo(s"not finishing $describe: $writer is being updated")
+      false
+    } else {
+      implicit val formats: DefaultFormats.type = DefaultFormats
+      val answer = new String(connection.request(Wire.Finish), UTF_8)
+      val failures = (parse(answer) \ "failures").extract[List[String]]
+      if (failures.nonEmpty) {
+        throw new IllegalStateException(s"the worker reports failed snapshot uploads: " +
+          failures.mkString("; "))
+      }
+      true
+    }
+  }
+
   /**
    * The provider is being unloaded (its query stopped or moved): finish, then close.
    * Finish completes uploads in flight and gives the last committed version a snapshot if
@@ -420,6 +458,7 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
    * logged, and never masks an error the task already reported.
    */
   override def close(): Unit = synchronized {
+    LiveProviders.remove(this)
     cache.close()
     if (connection != null) {
       if (!connection.isBroken) {
@@ -439,6 +478,43 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
 
 object PyRocksStateStoreProvider {
   val ProviderName = "PyRocksStateStoreProvider"
+
+  /**
+   * Finishes at once every live provider of this JVM whose store belongs to the checkpoint
+   * `checkpointRoot` (a stopped query's: its checkpoint directory, or that directory's
+   * `state` subdirectory; `file:/x`, `file:///x` and `/x` name the same one): uploads in
+   * flight complete and each store's last committed version gets a snapshot, as when
+   * Spark unloads the provider, but the providers stay open (Spark's maintenance still
+   * closes them; their second finish is a no-op). Skipped, and not counted: providers with
+   * no live worker connection (nothing to finish) and providers a task is updating (a
+   * batch is never snapshotted half-way). Returns how many providers were finished; if a
+   * Finish fails, the others are still tried, then one `StoresNotFinishedException` names
+   * every store that failed and why.
+   *
+   * From Python: `spark._jvm.io.pyrocks.statestore.PyRocksStateStoreProvider.finishQuery(root)`.
+   */
+  def finishQuery(checkpointRoot: String): Int = LiveProviders.finishHereOrThrow(checkpointRoot)
+
+  /**
+   * `finishQuery` in this driver JVM and, unless the master is local (where the driver is
+   * the only executor), in every executor JVM, through one small Spark job whose tasks (at
+   * least one per executor, twice as many as there are executor cores) each finish the
+   * matching providers of the executor they run on. The checkpoint is qualified here, as
+   * Spark qualified the query's location. Returns how many providers were finished in all
+   * (each counted once, however many tasks reached its executor); failures are gathered
+   * from every JVM into one `StoresNotFinishedException` (tasks report them rather than
+   * fail, so a retried task cannot hide one).
+   *
+   * On a cluster reaching every executor is best effort: Spark does not guarantee where
+   * tasks run, so an executor may get none of them (e.g. one busy with another query).
+   * Providers of executors not reached finish all the same when Spark's maintenance unloads
+   * them, at its next round (`spark.sql.streaming.stateStore.maintenanceInterval`).
+   *
+   * From Python: `spark._jvm.io.pyrocks.statestore.PyRocksStateStoreProvider`
+   * `.finishQueryEverywhere(spark._jsparkSession, root)`.
+   */
+  def finishQueryEverywhere(spark: SparkSession, checkpointRoot: String): Int =
+    LiveProviders.finishEverywhere(spark, checkpointRoot)
 
   private lazy val thisProcess: String = {
     val host = try InetAddress.getLocalHost.getHostName catch { case NonFatal(_) => "unknown host" }

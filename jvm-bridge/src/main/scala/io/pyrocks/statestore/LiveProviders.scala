@@ -1,0 +1,130 @@
+package io.pyrocks.statestore
+
+import java.net.URI
+import java.util.concurrent.ConcurrentHashMap
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
+
+import org.apache.spark.SparkContext
+import org.apache.spark.sql.SparkSession
+
+/**
+ * The providers of this JVM that serve a store now: added once `init` has opened the store,
+ * removed by `close()`. `finishHere` finishes those of one checkpoint at once (what `close()`
+ * does first) without closing them; `finishEverywhere` does it in the driver and on the
+ * executors. `PyRocksStateStoreProvider.finishQuery` and `finishQueryEverywhere` are their
+ * public faces (static methods, for py4j).
+ */
+private[statestore] object LiveProviders {
+  private val live = ConcurrentHashMap.newKeySet[PyRocksStateStoreProvider]()
+
+  def add(provider: PyRocksStateStoreProvider): Unit = live.add(provider)
+
+  def remove(provider: PyRocksStateStoreProvider): Unit = live.remove(provider)
+
+  /** What one JVM did: the providers it finished (by instance id, unique across JVMs) and,
+   * per store whose Finish failed, which store, where, and why. */
+  final case class Outcome(finished: Seq[String], failures: Seq[String])
+
+  /**
+   * Finishes every live provider of this JVM whose store belongs to `checkpointRoot` (the
+   * checkpoint, or its `state` directory). Never throws for one store: every matching
+   * provider is tried, and the failures are returned.
+   */
+  def finishHere(checkpointRoot: String): Outcome = {
+    val finished = Seq.newBuilder[String]
+    val failures = Seq.newBuilder[String]
+    for (provider <- live.asScala.toSeq if provider.belongsTo(checkpointRoot)) {
+      try {
+        if (provider.finishNow()) finished += provider.instanceId
+      } catch {
+        case NonFatal(e) => failures += s"${provider.describe} " +
+          s"(${PyRocksStateStoreProvider.writerName}): ${Option(e.getMessage).getOrElse(e)}"
+      }
+    }
+    Outcome(finished.result(), failures.result())
+  }
+
+  def finishHereOrThrow(checkpointRoot: String): Int = {
+    refuseEmpty(checkpointRoot)
+    orThrow(checkpointRoot, Seq(finishHere(checkpointRoot)))
+  }
+
+  def finishEverywhere(spark: SparkSession, checkpointRoot: String): Int = {
+    refuseEmpty(checkpointRoot)
+    val sc = spark.sparkContext
+    // Qualified here, as Spark qualified the query's checkpoint location: an executor would
+    // resolve a relative path against its own working directory.
+    val root = qualify(checkpointRoot, sc.hadoopConfiguration).toString
+    val here = finishHere(root)
+    val there = if (sc.isLocal) Seq.empty else onExecutors(sc, root)
+    orThrow(checkpointRoot, here +: there)
+  }
+
+  private def refuseEmpty(checkpointRoot: String): Unit =
+    if (checkpointRoot == null || checkpointRoot.trim.isEmpty) {
+      throw new IllegalArgumentException("finishing a query's state stores needs its " +
+        s"checkpoint location (or that location's state directory), not '$checkpointRoot'")
+    }
+
+  /** One job whose tasks each finish the matching providers of the executor they run on:
+   * at least one task per executor, twice as many as the executors have cores. */
+  private def onExecutors(sc: SparkContext, root: String): Seq[Outcome] = {
+    val executors = sc.getExecutorMemoryStatus.size - 1 // the driver has a block manager too
+    if (executors <= 0) return Seq.empty
+    val cores = sc.getConf.getOption("spark.executor.cores").map(_.toInt)
+      .getOrElse(math.max(1, sc.defaultParallelism / executors))
+    val tasks = math.max(executors, executors * cores * 2)
+    val descriptionKey = "spark.job.description"
+    val previous = sc.getLocalProperty(descriptionKey)
+    sc.setJobDescription(s"pyrocks: finish the state stores of $root")
+    try {
+      sc.parallelize(0 until tasks, tasks)
+        .mapPartitions(_ => Iterator(LiveProviders.finishHere(root)))
+        .collect().toSeq
+    } finally sc.setLocalProperty(descriptionKey, previous)
+  }
+
+  /** How many providers were finished (each once, however many tasks reached its JVM), or
+   * one exception naming every store whose Finish failed. */
+  private def orThrow(checkpointRoot: String, outcomes: Seq[Outcome]): Int = {
+    val failures = outcomes.flatMap(_.failures).distinct
+    if (failures.nonEmpty) {
+      throw new StoresNotFinishedException(s"${failures.size} state store(s) of " +
+        s"$checkpointRoot could not be finished:\n  ${failures.mkString("\n  ")}")
+    }
+    outcomes.flatMap(_.finished).distinct.size
+  }
+
+  /**
+   * `location` qualified as Spark qualifies a checkpoint location (scheme and authority of
+   * its filesystem, an absolute path), then reduced to one spelling: `file:/x`, `file:///x`
+   * and `/x` (on a local default filesystem) are the same directory.
+   */
+  def qualify(location: String, conf: Configuration): URI = {
+    val path = new Path(location)
+    val full = if (path.toUri.getScheme != null && path.isUriPathAbsolute) path
+      else path.getFileSystem(conf).makeQualified(path)
+    val uri = full.toUri
+    val authority = Option(uri.getAuthority).filter(_.nonEmpty).orNull
+    val bare = Option(uri.getPath).filter(_.nonEmpty).getOrElse("/")
+    new URI(uri.getScheme.toLowerCase, authority,
+      if (bare.length > 1) bare.stripSuffix("/") else bare, null, null)
+  }
+
+  /** Whether a store whose checkpoint root location (`<checkpoint>/state`) is `stateRoot`
+   * belongs to `checkpointRoot`, given as the checkpoint or as its `state` directory. */
+  def matches(stateRoot: String, checkpointRoot: String, conf: Configuration): Boolean = {
+    val wanted = qualify(checkpointRoot, conf)
+    val state = qualify(stateRoot, conf)
+    state == wanted ||
+      Option(new Path(state).getParent).exists(parent => qualify(parent.toString, conf) == wanted)
+  }
+}
+
+/** Finishing the stores of a checkpoint failed for at least one store (all were tried). */
+class StoresNotFinishedException(message: String) extends IllegalStateException(message)
