@@ -108,3 +108,18 @@ def test_hung_worker_is_killed_and_replaced(classpath: str, tmp_path: Path) -> N
 
 def test_maintenance_requests_have_the_deadline(classpath: str, tmp_path: Path) -> None:
     run_check("maintenance-request-has-deadline", classpath, tmp_path)
+
+
+# ---- finishing the stores of a stopped query (finishQuery) ---------------------------------
+
+
+def test_finish_query_matches_its_checkpoint_only(classpath: str, tmp_path: Path) -> None:
+    run_check("finish-query-matches-its-checkpoint-only", classpath, tmp_path)
+
+
+def test_finish_query_skips_writers_and_closed_providers(classpath: str, tmp_path: Path) -> None:
+    run_check("finish-query-skips-writers-and-closed-providers", classpath, tmp_path)
+
+
+def test_finish_query_names_every_failed_store(classpath: str, tmp_path: Path) -> None:
+    run_check("finish-query-names-every-failed-store", classpath, tmp_path)
