@@ -410,9 +410,11 @@ class VersionedStore:
                                     full)
 
     def reset_metrics(self) -> None:
-        """Starts the counters of a new batch (customMetrics report per batch)."""
+        """Starts the counters of a new batch (customMetrics report per batch); `failures`
+        too restarts, so a finish reports the failed uploads since the last load only."""
         with self._metrics_lock:
             self.metrics = Metrics()
+            self.failures = []
 
     def _snapshot_published(self, stats: UploadStats) -> None:
         with self._metrics_lock:

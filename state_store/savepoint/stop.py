@@ -61,6 +61,9 @@ def _wait_until_idle(query: Any, timeout_s: float) -> None:
 def _finish_providers(query: Any, checkpoint: str) -> int:
     """Finishes the stopped query's providers now (uploads drained, final snapshots) rather
     than at Spark's next maintenance round; 0 where the shim is not loaded."""
-    spark = query.sparkSession
-    provider = spark._jvm.io.pyrocks.statestore.PyRocksStateStoreProvider
-    return int(provider.finishQueryEverywhere(spark._jsparkSession, checkpoint))
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm
+    assert jvm is not None, "a running query has a live SparkContext"
+    provider = jvm.io.pyrocks.statestore.PyRocksStateStoreProvider
+    return int(provider.finishQueryEverywhere(query._jsq.sparkSession(), checkpoint))

@@ -1,0 +1,284 @@
+"""Savepoints and restores with real Spark, compared with Spark's HDFS provider on the same
+input: a restored query (new checkpoint, new query id) gives exactly the output the original
+would have given, with the source deleted, in both ownership modes, and as a fork."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from harness import (
+    HDFS,
+    PROVIDER_KEY,
+    Outputs,
+    assert_same_outputs,
+    checkpoint_of,
+    make_spark,
+    run_queries,
+    start_query,
+)
+from pyrocks_support import pyrocks_conf
+from state_store.checkpoint import Checkpoint
+from state_store.cli import main
+from state_store.engine import VersionedStore
+from state_store.manifest import Owner
+from state_store.options import StoreOptions
+from state_store.savepoint import RestoreError, restore, savepoint, stop_with_savepoint
+from state_store.storage import open_storage
+from streaming_queries import BY_NAME, QUERIES, write_batch
+
+AGG = BY_NAME["agg_update"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
+    work = tmp_path_factory.mktemp("hdfs")
+    conf = {**pyrocks_conf(work / "pool"), PROVIDER_KEY: HDFS}
+    return run_queries(QUERIES, work, conf)
+
+
+def depends_on(checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    capsys.readouterr()
+    assert main(["inspect", str(checkpoint), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["depends_on"]
+
+
+def store_roots(checkpoint: Path) -> list[Path]:
+    return sorted(p.parent for p in (checkpoint / "state").glob("**/query-*/manifests"))
+
+
+def load_every_version(checkpoint: Path, scratch: Path) -> int:
+    """Loads every retained version of every store of `checkpoint`; how many it loaded."""
+    loaded = 0
+    for i, root in enumerate(store_roots(checkpoint)):
+        durable = Checkpoint(open_storage(str(root)), str(root))
+        store = VersionedStore(str(root), durable, scratch / str(i), StoreOptions(),
+                               ThreadPoolExecutor(1))
+        for version in durable.versions():
+            store.load(version)
+            loaded += 1
+        store.close()
+    return loaded
+
+
+def files_under(directory: Path) -> dict[str, int]:
+    return {str(p.relative_to(directory)): p.stat().st_size
+            for p in directory.rglob("*") if p.is_file()}
+
+
+def test_savepoint_delete_source_restore_no_claim_matches_hdfs(
+        reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """savepoint -> delete the source checkpoint -> restore no-claim -> more batches (and a
+    restart after the savepoint too is deleted): identical to an uninterrupted run."""
+    savepoints = tmp_path / "savepoints"
+    query_ids: dict[str, str] = {}
+
+    def between(phase: int) -> None:
+        for spec in QUERIES:
+            checkpoint, target = checkpoint_of(tmp_path, spec), savepoints / spec.name
+            if phase == 1:
+                old_id = json.loads((checkpoint / "metadata").read_text())["id"]
+                last = max(int(p.name) for p in (checkpoint / "commits").iterdir()
+                           if p.name.isdigit())
+                info = savepoint(str(checkpoint), str(target))
+                assert (info.batch, info.source_query_id) == (last, old_id)
+                shutil.rmtree(checkpoint)
+                restored = restore(str(target), str(checkpoint))
+                assert restored.query_id != old_id
+                query_ids[spec.name] = restored.query_id
+                assert depends_on(checkpoint, capsys) == [str(target)], spec.name
+            else:  # every store opened in batch 4: nothing of the savepoint is needed
+                assert depends_on(checkpoint, capsys) == [], spec.name
+                shutil.rmtree(target)
+
+    ours = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool"),
+                       restart_after=(4, 6), between_phases=between)
+    assert_same_outputs(reference, ours)
+    for spec in QUERIES:
+        checkpoint = checkpoint_of(tmp_path, spec)
+        assert json.loads((checkpoint / "metadata").read_text())["id"] == query_ids[spec.name]
+        assert load_every_version(checkpoint, tmp_path / "scratch" / spec.name) > 0
+
+
+def test_no_claim_restore_writes_no_state(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The restore itself writes Spark's small files and one seed per store: no state file
+    and no state byte. The first batch then copies (links) what each store needs."""
+    conf = pyrocks_conf(tmp_path / "pool")
+    run_queries([AGG], tmp_path / "a", conf, batches=3, restart_after=[])
+    source = checkpoint_of(tmp_path / "a", AGG)
+    before = files_under(source)
+    info = restore(str(source), str(tmp_path / "b"))
+    written = files_under(tmp_path / "b")
+    assert files_under(source) == before  # the source is only read
+    state_files = [p for p in written if "/query-" in p]
+    assert state_files == []
+    seeds = [p for p in written if p.endswith("_seed.json")]
+    assert len(seeds) == info.stores == len(store_roots(source)) > 0
+    spark_side = {p: n for p, n in written.items() if not p.endswith("_seed.json")}
+    assert set(spark_side) <= {"metadata", "_restore.json", "offsets/1", "offsets/2",
+                               "commits/2", *(p for p in before if not p.startswith("state/")
+                                              or "/_metadata/" in p)}
+    assert depends_on(tmp_path / "b", capsys) == [str(source)]
+
+
+def test_claim_owns_source_files_and_refuses_a_second_claim(
+        reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = pyrocks_conf(tmp_path / "pool")
+    work, new = tmp_path / "a", tmp_path / "claimed"
+    run_queries([AGG], work, conf, batches=4, restart_after=[])
+    source = checkpoint_of(work, AGG)
+    claimed = restore(str(source), str(new), mode="claim")
+    for mode in ("claim", "no-claim"):
+        with pytest.raises(RestoreError, match=f"claimed by query {claimed.query_id}"):
+            restore(str(source), str(tmp_path / f"again-{mode}"), mode=mode)
+    source_files = {p for p in files_under(source) if "/files/" in p}
+    outputs: dict[int, list[str]] = {}
+    # A snapshot at every commit: each new version's chain subsumes the claimed changelogs.
+    spark = make_spark(pyrocks_conf(tmp_path / "pool", maxReplayVersions=1))
+    try:
+        # The claimed query must not run again: its GC would delete the claimer's files.
+        old = start_query(spark, AGG, work, {})
+        write_batch(work / AGG.name / "input", 4)
+        with pytest.raises(StreamingQueryException, match=f"claimed by query {claimed.query_id}"):
+            old.processAllAvailable()
+        assert files_under(source).keys() >= source_files
+        query = start_query(spark, AGG, work, outputs, checkpoint=new)
+        query.processAllAvailable()
+        for batch in range(5, 8):
+            write_batch(work / AGG.name / "input", batch)
+            query.processAllAvailable()
+        query.stop()
+    finally:
+        spark.stop()
+    want = {b: rows for b, rows in reference[AGG.name].items() if b >= 4}
+    assert outputs == want
+    assert depends_on(new, capsys) == [str(source)]  # claimed records still retained
+    claimed_logs, still_claimed = set(), set()
+    for root in store_roots(new):
+        durable = Checkpoint(open_storage(str(root)), str(root))
+        for version in durable.versions():
+            claimed_logs |= {c.file.name for c in durable.read_manifest(version).changelogs
+                             if c.file.owner is Owner.CLAIMED}
+        durable.collect_garbage(1, orphan_margin_s=3600)  # the new query's GC, retaining 1
+        for s in durable.snapshot_versions():  # SSTs the live LSM still has stay claimed
+            still_claimed |= {f.name for f in durable.read_snapshot(s).files
+                              if f.owner is Owner.CLAIMED}
+    assert claimed_logs
+    gone = {p.rsplit("/", 1)[-1] for p in source_files if not (source / p).exists()}
+    assert gone >= claimed_logs
+    assert all((source / p).exists() for p in source_files
+               if p.rsplit("/", 1)[-1] in still_claimed)
+    assert depends_on(new, capsys) == ([str(source)] if still_claimed else [])
+    assert load_every_version(new, tmp_path / "scratch") > 0
+
+
+def test_fork_of_a_running_query_runs_beside_the_original(
+        reference: Outputs, tmp_path: Path) -> None:
+    """A savepoint of a running query (its latest committed batch, taken while it runs),
+    restored twice: the two forks and the original run at once and all give the
+    reference output; the savepoint added no batch to the original."""
+    conf = pyrocks_conf(tmp_path / "pool")
+    work = tmp_path / "orig"
+    sinks: dict[str, dict[int, list[str]]] = {"orig": {}, "fork-1": {}, "fork-2": {}}
+    forks = [tmp_path / "fork-1", tmp_path / "fork-2"]
+    spark = make_spark(conf)
+    try:
+        queries = [start_query(spark, AGG, work, sinks["orig"])]
+        for batch in range(4):
+            write_batch(work / AGG.name / "input", batch)
+            queries[0].processAllAvailable()
+        commits = sorted((checkpoint_of(work, AGG) / "commits").iterdir())
+        info = savepoint(str(checkpoint_of(work, AGG)), str(tmp_path / "sp"))
+        assert sorted((checkpoint_of(work, AGG) / "commits").iterdir()) == commits
+        assert info.batch == 3
+        for fork in forks:
+            restore(info.path, str(fork))
+            queries.append(start_query(spark, AGG, work, sinks[fork.name], checkpoint=fork))
+        for batch in range(4, 8):
+            write_batch(work / AGG.name / "input", batch)
+            for query in queries:
+                query.processAllAvailable()
+        for query in queries:
+            query.stop()
+    finally:
+        spark.stop()
+    want = {b: rows for b, rows in reference[AGG.name].items() if b >= 4}
+    for name, sink in sinks.items():
+        got = {b: rows for b, rows in sink.items() if b >= 4}
+        assert got == want, name
+    assert {b: rows for b, rows in sinks["orig"].items() if b < 4} == {
+        b: rows for b, rows in reference[AGG.name].items() if b < 4}
+
+
+def test_stop_with_savepoint_drains_stops_and_resumes_exactly(
+        reference: Outputs, tmp_path: Path) -> None:
+    conf = pyrocks_conf(tmp_path / "pool")
+    work, new = tmp_path / "orig", tmp_path / "restored"
+    outputs: dict[int, list[str]] = {}
+    spark = make_spark(conf)
+    try:
+        query = start_query(spark, AGG, work, outputs)
+        for batch in range(3):
+            write_batch(work / AGG.name / "input", batch)
+            query.processAllAvailable()
+        write_batch(work / AGG.name / "input", 3)  # not processed yet: drain must take it
+        info = stop_with_savepoint(query, str(tmp_path / "sp"), drain=True)
+        assert not query.isActive
+    finally:
+        spark.stop()
+    assert info.batch == max(outputs)
+    checkpoint = checkpoint_of(work, AGG)
+    for root in store_roots(checkpoint):  # finished: the last version has its snapshot
+        durable = Checkpoint(open_storage(str(root)), str(root))
+        assert durable.versions()[-1] in durable.snapshot_versions(), root
+    restore(info.path, str(new))
+    resumed: dict[int, list[str]] = {}
+    spark = make_spark(conf)
+    try:
+        query = start_query(spark, AGG, work, resumed, checkpoint=new)
+        for batch in range(4, 8):
+            write_batch(work / AGG.name / "input", batch)
+            query.processAllAvailable()
+        query.stop()
+    finally:
+        spark.stop()
+    assert_same_outputs({AGG.name: reference[AGG.name]}, {AGG.name: {**outputs, **resumed}})
+
+
+def test_inspect_verifies_a_savepoint_and_names_a_damaged_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = pyrocks_conf(tmp_path / "pool")
+    run_queries([AGG], tmp_path, conf, batches=2, restart_after=[])
+    info = savepoint(str(checkpoint_of(tmp_path, AGG)), str(tmp_path / "sp"))
+    capsys.readouterr()
+    assert main(["inspect", info.path, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["verified"], report["files"], report["savepoint"]["batch"]) == (
+        True, info.files, info.batch)
+    victim = sorted((tmp_path / "sp" / "stores").rglob("*.changelog"))[0]
+    victim.write_bytes(victim.read_bytes()[:-1] + b"!")
+    assert main(["inspect", info.path]) == 1
+    out = capsys.readouterr().out
+    assert "NOT VALID" in out and victim.name in out
+
+
+def test_a_query_started_on_an_interrupted_restore_is_refused(tmp_path: Path) -> None:
+    """A restore writes `metadata` last: until then Spark refuses the checkpoint (offsets
+    without metadata), so no query can run on a half-restored state."""
+    conf = pyrocks_conf(tmp_path / "pool")
+    run_queries([AGG], tmp_path, conf, batches=2, restart_after=[])
+    new = tmp_path / "restored"
+    restore(str(checkpoint_of(tmp_path, AGG)), str(new))
+    (new / "metadata").unlink()  # as if the restore had died before its last step
+    spark = make_spark(conf)
+    try:
+        with pytest.raises(Exception, match="metadata file is missing"):
+            start_query(spark, AGG, tmp_path, {}, checkpoint=new).processAllAvailable()
+    finally:
+        spark.stop()
