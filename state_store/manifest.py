@@ -87,7 +87,7 @@ class SnapshotDescriptor:
 
     @staticmethod
     def from_json(data: bytes, where: str) -> SnapshotDescriptor:
-        raw = _checked(data, where)
+        raw = checked_record(data, where)
         try:
             return SnapshotDescriptor(
                 version=int(raw["version"]), files=[_file_ref(f) for f in raw["files"]],
@@ -152,7 +152,7 @@ class Manifest:
 
     @staticmethod
     def from_json(data: bytes, where: str) -> Manifest:
-        raw = _checked(data, where)
+        raw = checked_record(data, where)
         try:
             snapshot = raw["snapshot_version"]
             return Manifest(
@@ -170,17 +170,20 @@ class Manifest:
             raise CorruptFileError(f"{where} is not a valid manifest: {e!r}") from e
 
 
-def _checked(data: bytes, where: str) -> dict[str, Any]:
+def checked_record(data: bytes, where: str, kind: str = KIND,
+                   format_version: int = FORMAT_VERSION) -> dict[str, Any]:
+    """A JSON record of `kind`, refused unless this build reads its `format_version`:
+    every durable record of this project is checked here before a field is used."""
     try:
         raw = json.loads(data)
     except ValueError as e:
         raise CorruptFileError(f"{where} is not valid JSON: {e}") from e
-    if not isinstance(raw, dict) or raw.get("kind") != KIND:
-        raise CorruptFileError(f"{where} is not a record of this state store")
-    if raw.get("format_version") != FORMAT_VERSION:
+    if not isinstance(raw, dict) or raw.get("kind") != kind:
+        raise CorruptFileError(f"{where} is not a {kind} record")
+    if raw.get("format_version") != format_version:
         raise CorruptFileError(
             f"{where} has format_version {raw.get('format_version')}; "
-            f"this build reads format_version {FORMAT_VERSION}"
+            f"this build reads format_version {format_version}"
         )
     return raw
 

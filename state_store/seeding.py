@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 
 from .checkpoint import Checkpoint, open_root
 from .errors import CorruptFileError
-from .manifest import Changelog, FileRef, Manifest, Owner, file_path
+from .manifest import Changelog, FileRef, Manifest, Owner, checked_record, file_path
 from .storage import Storage
 
 SEED_FILE = "_seed.json"
@@ -56,15 +56,12 @@ class Seed:
 
     @staticmethod
     def from_json(data: bytes, where: str) -> Seed:
+        raw = checked_record(data, where, SEED_KIND, SEED_FORMAT)
         try:
-            raw = json.loads(data)
-            if raw.get("kind") != SEED_KIND or raw.get("format_version") != SEED_FORMAT:
-                raise ValueError(f"kind {raw.get('kind')!r}, format {raw.get('format_version')}")
             seed = Seed(str(raw["query_id"]), str(raw["source"]), str(raw["source_root"]),
                         int(raw["version"]), str(raw["mode"]))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise CorruptFileError(f"{where} is not a restore seed of this state store: {e}") \
-                from e
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptFileError(f"{where} is not a valid restore seed: {e!r}") from e
         if seed.mode not in MODES:
             raise CorruptFileError(f"{where} has unknown restore mode {seed.mode!r}")
         return seed

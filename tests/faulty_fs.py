@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from fsspec import AbstractFileSystem, register_implementation
@@ -56,6 +57,20 @@ class Fuse:
 
 
 FUSE = Fuse()
+
+
+def dies_during(crash_at: int | None, action: Callable[[], object]) -> bool:
+    """Runs `action` with the fuse armed at `crash_at` (None: no crash); True if the
+    'process' died during it."""
+    if crash_at is not None:
+        FUSE.arm(crash_at)
+    try:
+        action()
+        return False
+    except SimulatedCrash:
+        return True
+    finally:
+        FUSE.disarm()
 
 
 class FaultyFileSystem(AbstractFileSystem):

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import faulty_fs
-from faulty_fs import FUSE, SimulatedCrash
+from faulty_fs import FUSE, dies_during
 from state_store import records
 from state_store.checkpoint import Checkpoint
 from state_store.engine import VersionedStore
@@ -57,16 +57,10 @@ class World:
 
     def crashable(self, crash_at: int | None, action) -> bool:
         """Runs `action` with the fuse armed; True if the 'process' died during it."""
-        if crash_at is not None:
-            FUSE.arm(crash_at)
-        try:
-            action()
-            return False
-        except SimulatedCrash:
+        died = dies_during(crash_at, action)
+        if died:
             self.store = None
-            return True
-        finally:
-            FUSE.disarm()
+        return died
 
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(open_storage(self.url), "probe")

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import faulty_fs
-from faulty_fs import FUSE, SimulatedCrash
+from faulty_fs import FUSE, dies_during
 from state_store.checkpoint import Checkpoint, query_dir
 from state_store.manifest import Owner
 from state_store.savepoint import RestoreError, SourceError, restore, savepoint
@@ -65,22 +65,10 @@ def snapshot_of(directory: Path) -> dict[str, bytes]:
             for p in directory.rglob("*") if p.is_file()}
 
 
-def crashed(crash_at: int | None, action) -> bool:  # noqa: ANN001
-    if crash_at is not None:
-        FUSE.arm(crash_at)
-    try:
-        action()
-        return False
-    except SimulatedCrash:
-        return True
-    finally:
-        FUSE.disarm()
-
-
 def take_savepoint(base: Path, source: str, crash_at: int | None) -> str:
     before = snapshot_of(base / "ckpt")
     target = f"{faulty_fs.PROTOCOL}://{base}/sp"
-    if crashed(crash_at, lambda: savepoint(source, target)):
+    if dies_during(crash_at, lambda: savepoint(source, target)):
         assert snapshot_of(base / "ckpt") == before  # the source is only read
         if (base / "sp").exists():
             with pytest.raises(SourceError, match="incomplete savepoint|neither"):
@@ -96,7 +84,7 @@ def do_restore(base: Path, source: str, source_dir: Path, mode: str,
                crash_at: int | None) -> str:
     before = snapshot_of(source_dir)
     new = f"{faulty_fs.PROTOCOL}://{base}/new"
-    if crashed(crash_at, lambda: restore(source, new, mode=mode)):
+    if dies_during(crash_at, lambda: restore(source, new, mode=mode)):
         after = snapshot_of(source_dir)
         claim = after.pop(CLAIM_MARKER, None)
         assert after == before  # at most the claim marker is added to the source
@@ -113,7 +101,7 @@ def seed_and_load(base: Path, query_id: str, mode: str, crash_at: int | None,
     for key, want in expected.items():
         location = open_storage(f"{faulty_fs.PROTOCOL}://{base}/new/state/{key}")
         target = Checkpoint(location.child(query_dir(query_id)), key, location)
-        if crashed(crash_at, partial(apply_seed, location, target, query_id)):
+        if dies_during(crash_at, partial(apply_seed, location, target, query_id)):
             assert apply_seed(location, target, query_id) is not None or target.versions()
         assert target.versions() == [BATCHES]
         refs = target.read_manifest(BATCHES).changelogs

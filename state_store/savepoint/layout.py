@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
 
 from ..errors import CorruptFileError
+from ..manifest import checked_record
 from ..storage import Storage
 
 DESCRIPTOR = "_savepoint.json"
@@ -73,7 +73,7 @@ class SavepointDescriptor:
 
     @staticmethod
     def from_json(data: bytes, where: str) -> SavepointDescriptor:
-        raw = _record(data, where, "pyrocks-savepoint")
+        raw = checked_record(data, where, "pyrocks-savepoint", FORMAT_VERSION)
         try:
             return SavepointDescriptor(
                 source_query_id=str(raw["source_query_id"]), source=str(raw["source"]),
@@ -103,7 +103,7 @@ class ClaimMarker:
 
     @staticmethod
     def from_json(data: bytes, where: str) -> ClaimMarker:
-        raw = _record(data, where, "pyrocks-claim")
+        raw = checked_record(data, where, "pyrocks-claim", FORMAT_VERSION)
         try:
             return ClaimMarker(str(raw["query_id"]), str(raw["checkpoint"]), int(raw["batch"]),
                                str(raw["claimed_at"]))
@@ -135,7 +135,7 @@ class RestoreRecord:
 
     @staticmethod
     def from_json(data: bytes, where: str) -> RestoreRecord:
-        raw = _record(data, where, "pyrocks-restore")
+        raw = checked_record(data, where, "pyrocks-restore", FORMAT_VERSION)
         try:
             return RestoreRecord(str(raw["query_id"]), str(raw["source"]), int(raw["batch"]),
                                  str(raw["mode"]), str(raw["created_at"]))
@@ -175,16 +175,3 @@ class RestoreInfo:
     batch: int
     mode: str
     stores: int
-
-
-def _record(data: bytes, where: str, kind: str) -> dict[str, Any]:
-    try:
-        raw = json.loads(data)
-    except ValueError as e:
-        raise CorruptFileError(f"{where} is not valid JSON: {e}") from e
-    if not isinstance(raw, dict) or raw.get("kind") != kind:
-        raise CorruptFileError(f"{where} is not a {kind} record")
-    if raw.get("format_version") != FORMAT_VERSION:
-        raise CorruptFileError(f"{where} has format_version {raw.get('format_version')}; this "
-                               f"build reads format_version {FORMAT_VERSION}")
-    return raw
