@@ -11,6 +11,7 @@ import pytest
 
 from state_store.cli import main
 from state_store.progress import Progress
+from state_store.savepoint.sources import absolute_url
 from test_savepoint_crashes import SOURCE_ID, build_source
 
 
@@ -71,3 +72,13 @@ def test_progress_bar_draws_on_a_terminal_stream_only() -> None:
     assert "100.0%" in shown.getvalue() and "2/2 files" in shown.getvalue()
     quiet = Progress.for_terminal("savepoint x", 200, 2, quiet=True)
     assert quiet.out is None
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ("file:/tmp/ckpt", "/tmp/ckpt"),  # how Spark names a local checkpoint
+    ("file:///tmp/ckpt/", "/tmp/ckpt"),
+    ("/tmp/ckpt", "/tmp/ckpt"),
+    ("s3://bucket/ckpt/", "s3://bucket/ckpt"),
+])
+def test_sources_and_targets_are_named_absolutely(given: str, expected: str) -> None:
+    assert absolute_url(given) == expected

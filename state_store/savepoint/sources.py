@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from urllib.parse import urlparse
 
 import fsspec
 
@@ -65,8 +66,10 @@ class Source:
 
 def absolute_url(url: str) -> str:
     """`url` with a local path made absolute: workers resolve it from another directory."""
+    if url.startswith("file:"):  # Hadoop's spelling of a local path: file:/x or file:///x
+        return os.path.abspath(urlparse(url).path)
     protocol, path = fsspec.core.split_protocol(url)
-    if protocol in (None, "file", "local"):
+    if protocol in (None, "local"):
         return os.path.abspath(path)
     return url.rstrip("/")
 
