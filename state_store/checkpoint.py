@@ -218,7 +218,7 @@ class Checkpoint:
                     continue
                 name = f"{prefix}-{local.name}"
                 self.storage.duplicate(file_path(known.name), file_path(name),
-                                       self.storage_of(known))
+                                       self.storage_of(known), known.size)
                 ref = FileRef(name, known.size, known.checksum, local_name=local.name)
             else:
                 name = f"{prefix}-{local.name}"

@@ -20,8 +20,10 @@ root holds a version, and a lost publish race discards only the loser's own copi
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
 from .checkpoint import Checkpoint, open_root
@@ -33,6 +35,7 @@ SEED_FILE = "_seed.json"
 SEED_KIND = "pyrocks-restore-seed"
 SEED_FORMAT = 1
 NO_CLAIM, CLAIM = "no-claim", "claim"
+_COPY_THREADS = 8
 MODES = (NO_CLAIM, CLAIM)
 
 # Called with each file as it is placed in the target (for progress bars).
@@ -89,25 +92,17 @@ def copy_version(source: Checkpoint, version: int, target: Checkpoint, claim: bo
     """Publishes in `target` what rebuilds `version` of `source`: the snapshot `source`
     would load it from (if any) and a manifest whose chain replays the rest."""
     plan = source.plan_load(version)
-    place = _claimer(source) if claim else _copier(source, target)
-    placed: list[FileRef] = []
-
-    def moved(ref: FileRef) -> FileRef:
-        new = place(ref)
-        placed.append(new)
-        if on_file is not None:
-            on_file(new)
-        return new
-
-    snapshot = plan.snapshot
-    if snapshot is not None:
-        snapshot = replace(snapshot, files=[moved(f) for f in snapshot.files])
     # A version whose base is its own snapshot keeps just its own changelog.
     chain = plan.changelogs or [plan.manifest.changelogs[-1]]
+    files = [*(plan.snapshot.files if plan.snapshot else []), *(c.file for c in chain)]
+    placed = _place_all(files, _claimer(source) if claim else _copier(source, target), on_file)
+    snapshot = plan.snapshot
+    if snapshot is not None:
+        snapshot = replace(snapshot, files=placed[:len(snapshot.files)])
     manifest = Manifest(
         version, None if snapshot is None else snapshot.version,
-        [Changelog(c.version, moved(c.file)) for c in chain], plan.manifest.num_keys,
-        plan.manifest.column_families,
+        [Changelog(c.version, ref) for c, ref in zip(chain, placed[-len(chain):], strict=True)],
+        plan.manifest.num_keys, plan.manifest.column_families,
         base_lineage="" if snapshot is None else snapshot.lineage,
         writer=f"seeded from {source.storage.url}")
     if snapshot is not None and not target.publish_snapshot(snapshot):
@@ -117,11 +112,29 @@ def copy_version(source: Checkpoint, version: int, target: Checkpoint, claim: bo
     return manifest
 
 
+def _place_all(files: list[FileRef], place: Callable[[FileRef], FileRef],
+               on_file: OnFile | None) -> list[FileRef]:
+    """`place` applied to every file, in order. Copies are independent requests (S3 serves
+    them concurrently), so they run on a few threads."""
+    lock = threading.Lock()
+
+    def one(ref: FileRef) -> FileRef:
+        new = place(ref)
+        if on_file is not None:
+            with lock:
+                on_file(new)
+        return new
+
+    with ThreadPoolExecutor(max_workers=_COPY_THREADS) as pool:
+        return list(pool.map(one, files))
+
+
 def _copier(source: Checkpoint, target: Checkpoint) -> Callable[[FileRef], FileRef]:
     def copy(ref: FileRef) -> FileRef:
         stem = uuid.uuid4().hex
         name = f"{stem}-{ref.local_name}" if ref.local_name else f"{stem}.changelog"
-        target.storage.duplicate(file_path(ref.name), file_path(name), source.storage_of(ref))
+        target.storage.duplicate(file_path(ref.name), file_path(name), source.storage_of(ref),
+                                 ref.size)
         return replace(ref, name=name, owner=Owner.OWNED, root="")
 
     return copy

@@ -50,7 +50,9 @@ def savepoint(checkpoint: str, target: str, batch: int | None = None, *,
                        else storage_options)
     _require_empty(out)
     out.verify_publish()
-    plans = {key: source.checkpoint_of(key).plan_load(source.version) for key in source.stores}
+    # One reader per store: the records read to size the copy serve the copy itself.
+    stores = {key: source.checkpoint_of(key) for key in source.stores}
+    plans = {key: store.plan_load(source.version) for key, store in stores.items()}
     state_files = sum(len(p.snapshot.files if p.snapshot else []) + max(len(p.changelogs), 1)
                       for p in plans.values())
     state_bytes = sum(f.size for p in plans.values()
@@ -59,8 +61,8 @@ def savepoint(checkpoint: str, target: str, batch: int | None = None, *,
     progress = Progress.for_terminal(f"savepoint {target}", state_bytes,
                                      state_files + len(source.spark_files), quiet)
     files = _copy_spark_files(source, out, progress)
-    for key in sorted(source.stores):
-        files += _copy_store(source, key, out, progress)
+    for key in sorted(stores):
+        files += _copy_store(stores[key], source.version, key, out, progress)
     progress.close()
     descriptor = SavepointDescriptor(
         source_query_id=source.query_id, source=source.url, batch=source.batch,
@@ -92,7 +94,8 @@ def _copy_spark_files(source: Source, out: Storage, progress: Progress) -> list[
     return saved
 
 
-def _copy_store(source: Source, key: str, out: Storage, progress: Progress) -> list[SavedFile]:
+def _copy_store(store: Checkpoint, version: int, key: str, out: Storage,
+                progress: Progress) -> list[SavedFile]:
     prefix = f"{STORES_DIR}/{key}"
     target = Checkpoint(out.child(prefix), f"store {key} of savepoint {out.url}")
     placed: list[FileRef] = []
@@ -101,8 +104,7 @@ def _copy_store(source: Source, key: str, out: Storage, progress: Progress) -> l
         placed.append(ref)
         progress.advance(ref.size)
 
-    manifest = copy_version(source.checkpoint_of(key), source.version, target, claim=False,
-                            on_file=on_file)
+    manifest = copy_version(store, version, target, claim=False, on_file=on_file)
     saved = [SavedFile(f"{prefix}/{file_path(f.name)}", f.size, f.checksum) for f in placed]
     records = [manifest_path(manifest.version)]
     if manifest.snapshot_version is not None:

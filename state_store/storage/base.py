@@ -107,13 +107,15 @@ class Storage:
         self.retry(f"uploading {path}", lambda: self.fs.put_file(str(local_path), path))
         return written
 
-    def duplicate(self, src_rel: str, dst_rel: str, source: Storage | None = None) -> None:
+    def duplicate(self, src_rel: str, dst_rel: str, source: Storage | None = None,
+                  size: int | None = None) -> None:
         """Makes `dst` a new file with the bytes of `src` (under `source`, default: this
         root), by the cheapest means available: a subclass's fast path when both roots are
-        on its filesystem, else streamed through this process (the last resort)."""
+        on its filesystem, else streamed through this process (the last resort). `size`,
+        when the caller knows it, spares a fast path asking for it."""
         source = source or self
         if self.same_filesystem(source):
-            self._duplicate_native(source.path(src_rel), self.path(dst_rel))
+            self._duplicate_native(source.path(src_rel), self.path(dst_rel), size)
         else:
             self._stream_copy(source, src_rel, dst_rel)
 
@@ -122,7 +124,7 @@ class Storage:
         return (type(other) is type(self) and type(other.fs) is type(self.fs)
                 and other.options == self.options)
 
-    def _duplicate_native(self, src: str, dst: str) -> None:
+    def _duplicate_native(self, src: str, dst: str, size: int | None = None) -> None:
         """Copies between two paths of this filesystem (overridden by fast paths)."""
         self._copy_streamed(self.fs, src, dst)
 

@@ -43,7 +43,7 @@ class LocalStorage(Storage):
         self._makedirs_for(dst)  # from another filesystem: no link possible
         super()._copy_streamed(src_fs, src, dst)
 
-    def _duplicate_native(self, src: str, dst: str) -> None:
+    def _duplicate_native(self, src: str, dst: str, size: int | None = None) -> None:
         self._makedirs_for(dst)
         _link_or_copy(Path(src), Path(dst))
 

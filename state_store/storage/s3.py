@@ -13,10 +13,13 @@ from __future__ import annotations
 import threading
 import uuid
 
+from fsspec.asyn import sync
+
 from ..errors import UnsupportedStorageError
 from .conditional import ConditionalPutStorage
 
 _PROBE_DIR = "_pyrocks_probe"
+_SINGLE_COPY_LIMIT = 5 << 30  # S3's limit for one CopyObject
 
 
 class S3Storage(ConditionalPutStorage):
@@ -61,5 +64,13 @@ class S3Storage(ConditionalPutStorage):
                     "(AWS S3, MinIO, recent Ceph) or a local path.")
             self._condition_checked = True
 
-    def _duplicate_native(self, src: str, dst: str) -> None:
-        self.retry(f"copying {src} to {dst}", lambda: self.fs.copy(src, dst))
+    def _duplicate_native(self, src: str, dst: str, size: int | None = None) -> None:
+        """One CopyObject when the size is known to be within its 5 GiB limit; otherwise
+        s3fs's copy asks for the size first (and copies in parts beyond the limit)."""
+        if size is not None and size <= _SINGLE_COPY_LIMIT:
+            def copy() -> None:
+                sync(self.fs.loop, self.fs._copy_basic, src, dst)
+        else:
+            def copy() -> None:
+                self.fs.cp_file(src, dst)
+        self.retry(f"copying {src} to {dst}", copy)
