@@ -39,7 +39,9 @@ class Owner(str, Enum):
 
     OWNED = "owned"
     CLAIMED = "claimed"  # taken over from another query's checkpoint (CLAIM restore)
-    SHARED = "shared"  # read-only to us (NO_CLAIM restore); never deleted
+    # Read-only to us, never deleted. Not written by this build: a NO_CLAIM restore copies
+    # the source's files at a store's first open instead (seeding.py).
+    SHARED = "shared"
 
 
 @dataclass(frozen=True, slots=True)
