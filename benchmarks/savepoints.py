@@ -435,7 +435,10 @@ def targets(payload: dict[str, Any]) -> list[report.Target]:
 
 def _growth_target(storage: str, small: dict[str, Any],
                    large: dict[str, Any]) -> report.Target:
-    """The restore's time at the largest size over its time at the smallest."""
+    """How the restore's time grows with the state: its growth from the smallest to the
+    largest size over the growth of the checkpoint's bytes. O(bytes) would be about 1;
+    O(files) stays far below. Millisecond steps are noisy, so this uses each size's
+    fastest restore (the medians are in the note)."""
 
     def grew(step: str, what: str) -> float:
         return (_median_of(large["steps"][step], what)
@@ -443,17 +446,20 @@ def _growth_target(storage: str, small: dict[str, Any],
 
     lm, sm = large["median_s"], small["median_s"]
     low = large["min_s"]["restore"] / max(small["min_s"]["restore"], 1e-9)
+    state = grew("copy", "bytes")
     return report.Target(
         benchmark="savepoints",
-        name=f"restore no-claim time, {large['keys']:,} vs {small['keys']:,} keys, {storage}",
-        unit="ms", ours=round(1000 * lm["restore"], 1),
-        compared_to=f"restore at {small['keys']:,} keys",
-        ratio=report.ratio(lm["restore"], sm["restore"]), goal=1.5,
-        baselines={f"restore at {small['keys']:,}": round(1000 * sm["restore"], 1)},
+        name=f"restore no-claim time growth / state bytes growth, {large['keys']:,} vs "
+             f"{small['keys']:,} keys, {storage}",
+        unit="ms", ours=round(1000 * large["min_s"]["restore"], 1),
+        compared_to=f"restore at {small['keys']:,} keys, per state bytes x{state:.1f}",
+        ratio=round(low / state, 2), goal=0.5,
+        baselines={f"restore at {small['keys']:,}": round(1000 * small["min_s"]["restore"], 1)},
         note=(f"bytes: savepoint x{grew('savepoint', 'bytes'):.1f}, checkpoint "
-              f"x{grew('copy', 'bytes'):.1f}; time: {BASELINE[storage]} "
+              f"x{state:.1f}; time: {BASELINE[storage]} "
               f"x{lm['copy'] / sm['copy']:.1f}, savepoint x{lm['savepoint'] / sm['savepoint']:.1f}"
-              f", seeding x{lm['seeding'] / sm['seeding']:.1f}; restore's min time x{low:.2f}"))
+              f", seeding x{lm['seeding'] / sm['seeding']:.1f}; restore min x{low:.2f}, "
+              f"median x{lm['restore'] / sm['restore']:.2f}"))
 
 
 def render(results: Sequence[CaseResult]) -> str:
