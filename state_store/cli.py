@@ -89,36 +89,31 @@ def _savepoint_command(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from .errors import StateStoreError
-    from .savepoint import restore, savepoint
+    from .savepoint import RestoreInfo, SavepointInfo, restore, savepoint
 
     common = {
         "storage_options": json.loads(args.storage_options),
         "target_options": json.loads(args.target_options) if args.target_options else None,
         "root_url": args.root_url, "root_options": json.loads(args.root_options),
     }
+    result: SavepointInfo | RestoreInfo
     try:
         if args.command == "savepoint":
-            result: object = savepoint(args.checkpoint, args.target, args.batch,
-                                       quiet=args.json, **common)
+            result = savepoint(args.checkpoint, args.target, args.batch, quiet=args.json,
+                               **common)
+            told = (f"savepoint of batch {result.batch} of query {result.source_query_id} "
+                    f"written to {result.path}: {result.stores} stores, {result.files} files, "
+                    f"{result.bytes:,} B")
         else:
             result = restore(args.source, args.new_checkpoint, args.mode, args.batch, **common)
+            told = (f"restored {result.source} batch {result.batch} ({result.mode}) into "
+                    f"{result.checkpoint} as query {result.query_id}; start the query with "
+                    "checkpointLocation set to it")
     except StateStoreError as e:
         print(f"state-store {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(asdict(result)) if args.json else _describe_result(result))  # type: ignore[call-overload]
+    print(json.dumps(asdict(result)) if args.json else told)
     return 0
-
-
-def _describe_result(result: object) -> str:
-    from .savepoint import SavepointInfo
-
-    if isinstance(result, SavepointInfo):
-        return (f"savepoint of batch {result.batch} of query {result.source_query_id} written "
-                f"to {result.path}: {result.stores} stores, {result.files} files, "
-                f"{result.bytes:,} B")
-    return (f"restored {result.source} batch {result.batch} ({result.mode}) into "  # type: ignore[attr-defined]
-            f"{result.checkpoint} as query {result.query_id}; start the query with "  # type: ignore[attr-defined]
-            "checkpointLocation set to it")
 
 
 def options_table() -> str:
