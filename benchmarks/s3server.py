@@ -1,4 +1,5 @@
-"""An S3 API on loopback for benchmarks: moto's server mode in a subprocess on a free port.
+"""An S3 API on loopback for benchmarks and tests: moto's server mode in a subprocess on a
+free port.
 
     with MotoServer() as s3:
         s3.url("state")            # s3://pyrocks-bench/state

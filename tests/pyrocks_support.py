@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import http.client
 import os
-import socket
-import subprocess
 import threading
-import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import fsspec
-
+from benchmarks.s3server import MotoServer
 from state_store.spark import spark_conf
 
 WORKER_MODULE = "state_store.worker"
@@ -80,39 +75,10 @@ def java_children(pid: int = os.getpid()) -> list[int]:
             if b"java" in Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")[0]]
 
 
-class S3Endpoint:
+class S3Endpoint(MotoServer):
     """A real S3 API on loopback: moto's server mode, as s3fs's own test suite uses."""
 
     bucket = "pyrocks-test"
-
-    def __init__(self) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(self.endpoint, timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    self.stop()
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.2)
-        self.options = {"endpoint_url": self.endpoint, "key": "test", "secret": "test"}
-        fsspec.filesystem("s3", skip_instance_cache=True, **self.options).mkdir(self.bucket)
-
-    def url(self, name: str) -> str:
-        return f"s3://{self.bucket}/{name}"
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
 
 
 class S3Relay:
