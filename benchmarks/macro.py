@@ -136,6 +136,21 @@ def write_batches(out_dir: Path, tables: Sequence[pa.Table]) -> None:
         os.utime(path, (base + index, base + index))  # the file source orders by mtime
 
 
+def insert_then_update(keys: int, insert_batches: int, update_batches: int,
+                       updates_per_batch: int, seed: int) -> list[pa.Table]:
+    """Batches (key, value=1) that insert every key in [0, keys) over `insert_batches`,
+    then update `updates_per_batch` random keys in each of `update_batches` more."""
+    rng = np.random.default_rng(seed)
+    per_batch = -(-keys // insert_batches)
+    tables = [pa.table({"key": np.arange(start, min(start + per_batch, keys), dtype=np.int64),
+                        "value": np.ones(min(per_batch, keys - start), dtype=np.int64)})
+              for start in range(0, keys, per_batch)]
+    for _ in range(update_batches):
+        picked = rng.integers(0, keys, size=updates_per_batch, dtype=np.int64)
+        tables.append(pa.table({"key": picked, "value": np.ones(len(picked), dtype=np.int64)}))
+    return tables
+
+
 def aggregation_input(out_dir: Path, cfg: Config) -> int:
     """Random keys in [0, keys) per batch; returns the number of distinct keys written."""
     seen = np.zeros(cfg.keys, dtype=bool)

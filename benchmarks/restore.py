@@ -41,6 +41,7 @@ from benchmarks.macro import (
     BatchMetrics,
     Provider,
     batch_metrics,
+    insert_then_update,
     select_provider,
     start_aggregation,
     write_batches,
@@ -66,15 +67,9 @@ class ProviderResult:
 
 def write_input(input_dir: Path, keys: int, seed: int) -> Path:
     """The build's batches into `input_dir`; returns the probe file, written later."""
-    rng = np.random.default_rng(seed)
-    per_batch = -(-keys // INSERT_BATCHES)
-    tables = [pa.table({"key": np.arange(start, min(start + per_batch, keys), dtype=np.int64),
-                        "value": np.ones(min(per_batch, keys - start), dtype=np.int64)})
-              for start in range(0, keys, per_batch)]
-    for _ in range(UPDATE_BATCHES):
-        picked = rng.integers(0, keys, size=UPDATES_PER_BATCH, dtype=np.int64)
-        tables.append(pa.table({"key": picked, "value": np.ones(len(picked), dtype=np.int64)}))
-    write_batches(input_dir, tables)
+    write_batches(input_dir, insert_then_update(keys, INSERT_BATCHES, UPDATE_BATCHES,
+                                                UPDATES_PER_BATCH, seed))
+    rng = np.random.default_rng(seed + 1)
     probe = input_dir.parent / "probe.parquet"  # its own name: a file source keys on names
     pq.write_table(pa.table({"key": rng.integers(0, keys, size=PROBE_ROWS, dtype=np.int64),
                              "value": np.ones(PROBE_ROWS, dtype=np.int64)}), probe)

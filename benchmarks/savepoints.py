@@ -52,11 +52,9 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
-import numpy as np
-import pyarrow as pa
 
 from benchmarks import report
-from benchmarks.macro import batch_metrics, start_aggregation, write_batches
+from benchmarks.macro import batch_metrics, insert_then_update, start_aggregation, write_batches
 from benchmarks.s3server import MotoServer
 from state_store.checkpoint import Checkpoint, query_dir
 from state_store.savepoint import restore, savepoint
@@ -108,15 +106,8 @@ class CaseResult:
 
 
 def write_input(input_dir: Path, keys: int, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    per_batch = -(-keys // INSERT_BATCHES)
-    tables = [pa.table({"key": np.arange(start, min(start + per_batch, keys), dtype=np.int64),
-                        "value": np.ones(min(per_batch, keys - start), dtype=np.int64)})
-              for start in range(0, keys, per_batch)]
-    for _ in range(UPDATE_BATCHES):
-        picked = rng.integers(0, keys, size=UPDATES_PER_BATCH, dtype=np.int64)
-        tables.append(pa.table({"key": picked, "value": np.ones(len(picked), dtype=np.int64)}))
-    write_batches(input_dir, tables)
+    write_batches(input_dir, insert_then_update(keys, INSERT_BATCHES, UPDATE_BATCHES,
+                                                UPDATES_PER_BATCH, seed))
 
 
 def child(spec: dict[str, Any]) -> int:
