@@ -16,7 +16,6 @@ from ..errors import StateStoreError
 from ..manifest import FileRef, file_path, manifest_path, snapshot_path
 from ..progress import Progress
 from ..seeding import copy_version
-from ..spark import PROVIDER_CLASS
 from ..storage import Storage, checksum, format_checksum, open_storage
 from .layout import (
     CHECKPOINT_DIR,
@@ -64,6 +63,8 @@ def savepoint(checkpoint: str, target: str, batch: int | None = None, *,
     for key in sorted(stores):
         files += _copy_store(stores[key], source.version, key, out, progress)
     progress.close()
+    from ..spark import PROVIDER_CLASS  # here: spark.py loads pyspark, workers import us
+
     descriptor = SavepointDescriptor(
         source_query_id=source.query_id, source=source.url, batch=source.batch,
         operators=sorted({int(k.split("/")[0]) for k in source.stores}),
