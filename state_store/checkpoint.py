@@ -45,7 +45,7 @@ from .manifest import (
 from .storage import Storage, open_storage
 
 # Names Spark's own providers leave in a store directory.
-_FOREIGN_SUFFIXES = (".delta", ".snapshot", ".changelog", ".zip")
+FOREIGN_SUFFIXES = (".delta", ".snapshot", ".changelog", ".zip")
 QUERY_DIR_PREFIX = "query-"
 
 
@@ -151,7 +151,7 @@ class Checkpoint:
     def refuse_foreign_state(self) -> None:
         """Fails if Spark's own providers wrote this directory: we cannot read their format."""
         where = self.base or self.storage
-        foreign = [n for n in where.list_names("") if n.endswith(_FOREIGN_SUFFIXES)]
+        foreign = [n for n in where.list_names("") if n.endswith(FOREIGN_SUFFIXES)]
         if foreign:
             raise ForeignCheckpointError(
                 f"{where.url} holds state written by another state store provider "

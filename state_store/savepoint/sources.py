@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 import fsspec
 
-from ..checkpoint import QUERY_DIR_PREFIX, Checkpoint, query_dir
+from ..checkpoint import FOREIGN_SUFFIXES, QUERY_DIR_PREFIX, Checkpoint, query_dir
 from ..errors import ForeignCheckpointError, StateStoreError, VersionNotFoundError
 from ..seeding import SEED_FILE
 from ..storage import Storage, open_storage
@@ -33,8 +33,6 @@ from .layout import (
 )
 
 METADATA, OFFSETS, COMMITS, SOURCES, STATE = "metadata", "offsets", "commits", "sources", "state"
-# What Spark's own providers leave in a partition's directory: state we cannot read.
-_FOREIGN_SUFFIXES = (".delta", ".snapshot", ".zip", ".changelog")
 DEFAULT_STORE = "default"
 
 
@@ -178,7 +176,7 @@ class SparkCheckpoint:
 
     def _refuse_foreign(self, partition_dir: str) -> None:
         foreign = [n for n in self.storage.list_names(partition_dir)
-                   if n.endswith(_FOREIGN_SUFFIXES)]
+                   if n.endswith(FOREIGN_SUFFIXES)]
         if foreign:
             raise ForeignCheckpointError(
                 f"{self.storage.url}/{partition_dir} holds state of another state store "
