@@ -95,6 +95,11 @@ SPECS: tuple[OptionSpec, ...] = (
                "the request and the store, and the worker is killed and replaced."),
     OptionSpec("localDir", "", _text, "", "a local directory",
                "Where workers keep sockets and working RocksDB copies; default: java.io.tmpdir."),
+    OptionSpec("finishWhenQueryEnds", "", _boolean, "true", "true or false",
+               "Read from the application's conf by the driver: when a query run ends "
+               "(stop(), an AvailableNow run's end, a failure), its stores are finished "
+               "(uploads drained, final snapshot) before stop()/awaitTermination() return; "
+               "false: at Spark's next maintenance round."),
     OptionSpec("rootUrl", "root_url", _text, "", "an fsspec URL or local path",
                "Durable root for state; default: each store's own checkpoint location."),
     OptionSpec("rootOptions", "root_options", _json_object, "{}", "a JSON object",

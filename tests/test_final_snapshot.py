@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
 
 from pyrocks_support import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY, pyrocks_conf
 from state_store.checkpoint import Checkpoint
@@ -30,30 +33,75 @@ def replay_at_latest(root: Path, scratch: Path) -> int:
     return store.metrics.replayed_versions
 
 
-def test_available_now_query_ends_with_a_snapshot_of_its_last_version(
-    pyrocks_spark: SparkSession, tmp_path: Path
-) -> None:
-    source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
-    source.mkdir()
-    for batch in range(4):
+def _write_batches(source: Path, batches: int) -> None:
+    source.mkdir(parents=True, exist_ok=True)
+    for batch in range(batches):
         rows = [json.dumps({"k": i % 13, "v": i}) for i in range(50)]
         (source / f"{batch:03d}.json").write_text("\n".join(rows) + "\n")
-    stream = pyrocks_spark.readStream.schema("k int, v int").option("maxFilesPerTrigger", 1)
+
+
+def _sums(spark: SparkSession, source: Path, checkpoint: Path) -> DataStreamWriter:
+    stream = spark.readStream.schema("k int, v int").option("maxFilesPerTrigger", 1)
     counts = stream.json(str(source)).groupBy("k").agg(F.sum("v"))
-    query = (counts.writeStream.outputMode("update").format("noop")
-             .option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
-    query.awaitTermination(120)
-    assert query.lastProgress["batchId"] == 3
+    return (counts.writeStream.outputMode("update").format("noop")
+            .option("checkpointLocation", str(checkpoint)))
+
+
+def _assert_finished(checkpoint: Path, scratch: Path) -> None:
+    """Every store's last version has a snapshot and loads with no replay: checked at once,
+    with no waiting (the stores take no snapshot of their own: snapshotInterval is 1000)."""
     roots = store_roots(checkpoint)
     assert roots
-    # Spark unloads the providers of a terminated query at its next maintenance round.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not all(_snapshotted(r) for r in roots):
-        time.sleep(0.5)
     for i, root in enumerate(roots):
         assert _snapshotted(root), f"{root}: the last version has no snapshot"
-        assert replay_at_latest(root, tmp_path / f"reader-{i}") == 0
+        assert replay_at_latest(root, scratch / f"reader-{i}") == 0
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """A session whose maintenance never runs during a test (interval: an hour): only the
+    end of a query run can finish its stores."""
+    session = _session("local[2]", tmp_path_factory.mktemp("pool"), maintenance="1h")
+    # Spark's maintenance thread is one per JVM and keeps the interval of the session that
+    # started it: stopping it lets this session's first store load start it again.
+    session._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+    yield session
+    session._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+    session.stop()
+
+
+def test_available_now_query_ends_with_a_snapshot_of_its_last_version(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
+    _write_batches(source, 4)
+    query = _sums(spark, source, checkpoint).trigger(availableNow=True).start()
+    query.awaitTermination()
+    assert query.lastProgress["batchId"] == 3
+    _assert_finished(checkpoint, tmp_path)
+
+
+def test_stop_returns_once_every_store_is_finished(spark: SparkSession, tmp_path: Path) -> None:
+    source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
+    _write_batches(source, 3)
+    query = _sums(spark, source, checkpoint).start()
+    query.processAllAvailable()
+    query.stop()
+    _assert_finished(checkpoint, tmp_path)
+
+
+def test_stop_finishes_the_stores_on_executors(tmp_path: Path) -> None:
+    """local-cluster: the stores live in an executor JVM, reached by a job at the run's end."""
+    spark = _session("local-cluster[1,1,1024]", tmp_path / "pool", maintenance="1h")
+    try:
+        source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
+        _write_batches(source, 2)
+        query = _sums(spark, source, checkpoint).start()
+        query.processAllAvailable()
+        query.stop()
+        _assert_finished(checkpoint, tmp_path)
+    finally:
+        spark.stop()
 
 
 def _snapshotted(root: Path) -> bool:
@@ -64,15 +112,7 @@ def _snapshotted(root: Path) -> bool:
 
 def test_stopping_the_session_finishes_every_store(tmp_path: Path) -> None:
     """Session stop shuts the workers down; each first finishes its stores."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config(MAINTENANCE_INTERVAL_KEY, MAINTENANCE_INTERVAL))
-    for key, value in pyrocks_conf(tmp_path / "pool", snapshotInterval=1000).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = _session("local[2]", tmp_path / "pool")
     checkpoint = tmp_path / "ckpt"
     try:
         rates = spark.readStream.format("rate").option("rowsPerSecond", 200).load()
@@ -89,3 +129,18 @@ def test_stopping_the_session_finishes_every_store(tmp_path: Path) -> None:
     for i, root in enumerate(roots):
         assert _snapshotted(root), f"{root}: the last version has no snapshot"
         assert replay_at_latest(root, tmp_path / f"reader-{i}") == 0
+
+
+def _session(master: str, pool: Path, maintenance: str = MAINTENANCE_INTERVAL) -> SparkSession:
+    """A session of its own whose stores take no snapshot unless finished."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    builder = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config(MAINTENANCE_INTERVAL_KEY, maintenance))
+    for key, value in pyrocks_conf(pool, snapshotInterval=1000).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

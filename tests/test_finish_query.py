@@ -2,9 +2,10 @@
 
 `PyRocksStateStoreProvider.finishQueryEverywhere(session, checkpoint)` gives every store of
 the query its final snapshot now, rather than when Spark's maintenance unloads the
-providers. The session's maintenance interval is an hour, so that nothing but the call
-finishes a store here (see the `spark` fixture). The last test runs the query on an executor
-JVM of its own (local-cluster mode), where the call reaches its stores through a job."""
+providers. The session's maintenance interval is an hour and `finishWhenQueryEnds` is off,
+so that nothing but the call finishes a store here (see the `spark` fixture). The last test
+runs the query on an executor JVM of its own (local-cluster mode), where the call reaches
+its stores through a job."""
 
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ def _restart_maintenance(spark: SparkSession) -> None:
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """A local session whose maintenance never runs during a test (interval: an hour), and
-    whose stores take no snapshot on their own (snapshotInterval: 1000 versions)."""
+    """A local session whose maintenance never runs during a test (interval: an hour), whose
+    stores take no snapshot on their own (snapshotInterval: 1000 versions), and whose query
+    runs end without finishing their stores (finishWhenQueryEnds: false)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
@@ -43,7 +45,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
                .config("spark.ui.showConsoleProgress", "false")
                .config(MAINTENANCE_INTERVAL_KEY, "1h"))
     pool = tmp_path_factory.mktemp("pool")
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000).items():
+    for key, value in pyrocks_conf(pool, snapshotInterval=1000, finishWhenQueryEnds=False).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     _restart_maintenance(session)
@@ -69,7 +71,7 @@ def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
                .config("spark.ui.showConsoleProgress", "false")
                .config(MAINTENANCE_INTERVAL_KEY, "1h"))
     pool = tmp_path_factory.mktemp("cluster-pool")
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000).items():
+    for key, value in pyrocks_conf(pool, snapshotInterval=1000, finishWhenQueryEnds=False).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session

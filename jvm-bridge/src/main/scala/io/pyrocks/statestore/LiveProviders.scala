@@ -54,9 +54,11 @@ private[statestore] object LiveProviders {
     orThrow(checkpointRoot, Seq(finishHere(checkpointRoot)))
   }
 
-  def finishEverywhere(spark: SparkSession, checkpointRoot: String): Int = {
+  def finishEverywhere(spark: SparkSession, checkpointRoot: String): Int =
+    finishEverywhere(spark.sparkContext, checkpointRoot)
+
+  def finishEverywhere(sc: SparkContext, checkpointRoot: String): Int = {
     refuseEmpty(checkpointRoot)
-    val sc = spark.sparkContext
     // Qualified here, as Spark qualified the query's checkpoint location: an executor would
     // resolve a relative path against its own working directory.
     val root = qualify(checkpointRoot, sc.hadoopConfiguration).toString
