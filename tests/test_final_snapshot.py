@@ -17,7 +17,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyrocks_support import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY, pyrocks_conf
 from state_store.checkpoint import Checkpoint
 from state_store.engine import VersionedStore
-from state_store.options import StoreOptions
+from state_store.options import PREFIX, StoreOptions
 from state_store.storage import open_storage
 
 
@@ -47,9 +47,11 @@ def _sums(spark: SparkSession, source: Path, checkpoint: Path) -> DataStreamWrit
             .option("checkpointLocation", str(checkpoint)))
 
 
-def _assert_finished(checkpoint: Path, scratch: Path) -> None:
-    """Every store's last version has a snapshot and loads with no replay: checked at once,
-    with no waiting (the stores take no snapshot of their own: snapshotInterval is 1000)."""
+def _assert_finished(spark: SparkSession, checkpoint: Path, scratch: Path) -> None:
+    """Every store's last version has a snapshot and loads with no replay, and no working
+    copy is left in the workers' directories under `pool`: checked at once, with no waiting
+    (the stores take no snapshot of their own: snapshotInterval is 1000)."""
+    assert not working_copies(Path(spark.conf.get(PREFIX + "localDir")))
     roots = store_roots(checkpoint)
     assert roots
     for i, root in enumerate(roots):
@@ -78,7 +80,7 @@ def test_available_now_query_ends_with_a_snapshot_of_its_last_version(
     query = _sums(spark, source, checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
     assert query.lastProgress["batchId"] == 3
-    _assert_finished(checkpoint, tmp_path)
+    _assert_finished(spark, checkpoint, tmp_path)
 
 
 def test_stop_returns_once_every_store_is_finished(spark: SparkSession, tmp_path: Path) -> None:
@@ -87,7 +89,7 @@ def test_stop_returns_once_every_store_is_finished(spark: SparkSession, tmp_path
     query = _sums(spark, source, checkpoint).start()
     query.processAllAvailable()
     query.stop()
-    _assert_finished(checkpoint, tmp_path)
+    _assert_finished(spark, checkpoint, tmp_path)
 
 
 def test_stop_finishes_the_stores_on_executors(tmp_path: Path) -> None:
@@ -99,9 +101,14 @@ def test_stop_finishes_the_stores_on_executors(tmp_path: Path) -> None:
         query = _sums(spark, source, checkpoint).start()
         query.processAllAvailable()
         query.stop()
-        _assert_finished(checkpoint, tmp_path)
+        _assert_finished(spark, checkpoint, tmp_path)
     finally:
         spark.stop()
+
+
+def working_copies(pool: Path) -> list[Path]:
+    """The stores' local RocksDB copies: <pool>/<worker pool>/<worker>/<store>-<session>."""
+    return [p for p in pool.glob("*/*/*") if p.is_dir()]
 
 
 def _snapshotted(root: Path) -> bool:

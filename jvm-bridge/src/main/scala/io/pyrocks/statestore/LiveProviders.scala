@@ -49,6 +49,37 @@ private[statestore] object LiveProviders {
     Outcome(finished.result(), failures.result())
   }
 
+  /**
+   * Ends the providers of this JVM that query run `runId` created: each is finished (a
+   * final snapshot), then closed, which removes its working copy. Safe because a run that
+   * ended never uses its providers again (a new run of the query gets new ones); Spark's
+   * own unload closes them a second time, a no-op. Never throws for one store.
+   */
+  def endRunHere(runId: String): Outcome = {
+    val ended = Seq.newBuilder[String]
+    val failures = Seq.newBuilder[String]
+    for (provider <- live.asScala.toSeq if provider.servesRun(runId)) {
+      try {
+        provider.finishNow()
+        ended += provider.instanceId
+      } catch {
+        case NonFatal(e) => failures += s"${provider.describe} " +
+          s"(${PyRocksStateStoreProvider.writerName}): ${Option(e.getMessage).getOrElse(e)}"
+      } finally provider.close()
+    }
+    Outcome(ended.result(), failures.result())
+  }
+
+  /** `endRunHere` in the driver and on every executor; how many providers ended, or one
+   * exception naming every store whose finish failed. */
+  def endRunEverywhere(sc: SparkContext, runId: String): Int = {
+    val here = endRunHere(runId)
+    val there = if (sc.isLocal) Seq.empty
+      else onExecutors(sc, s"end the state stores of query run $runId",
+        () => LiveProviders.endRunHere(runId))
+    orThrow(s"query run $runId", here +: there)
+  }
+
   def finishHereOrThrow(checkpointRoot: String): Int = {
     refuseEmpty(checkpointRoot)
     orThrow(checkpointRoot, Seq(finishHere(checkpointRoot)))
@@ -63,7 +94,8 @@ private[statestore] object LiveProviders {
     // resolve a relative path against its own working directory.
     val root = qualify(checkpointRoot, sc.hadoopConfiguration).toString
     val here = finishHere(root)
-    val there = if (sc.isLocal) Seq.empty else onExecutors(sc, root)
+    val there = if (sc.isLocal) Seq.empty
+      else onExecutors(sc, s"finish the state stores of $root", () => LiveProviders.finishHere(root))
     orThrow(checkpointRoot, here +: there)
   }
 
@@ -73,9 +105,10 @@ private[statestore] object LiveProviders {
         s"checkpoint location (or that location's state directory), not '$checkpointRoot'")
     }
 
-  /** One job whose tasks each finish the matching providers of the executor they run on:
-   * at least one task per executor, twice as many as the executors have cores. */
-  private def onExecutors(sc: SparkContext, root: String): Seq[Outcome] = {
+  /** One job whose tasks each run `action` on the executor they run on: at least one task
+   * per executor, twice as many as the executors have cores. */
+  private def onExecutors(sc: SparkContext, what: String,
+      action: () => Outcome): Seq[Outcome] = {
     val executors = sc.getExecutorMemoryStatus.size - 1 // the driver has a block manager too
     if (executors <= 0) return Seq.empty
     val cores = sc.getConf.getOption("spark.executor.cores").map(_.toInt)
@@ -83,21 +116,21 @@ private[statestore] object LiveProviders {
     val tasks = math.max(executors, executors * cores * 2)
     val descriptionKey = "spark.job.description"
     val previous = sc.getLocalProperty(descriptionKey)
-    sc.setJobDescription(s"pyrocks: finish the state stores of $root")
+    sc.setJobDescription(s"pyrocks: $what")
     try {
       sc.parallelize(0 until tasks, tasks)
-        .mapPartitions(_ => Iterator(LiveProviders.finishHere(root)))
+        .mapPartitions(_ => Iterator(action()))
         .collect().toSeq
     } finally sc.setLocalProperty(descriptionKey, previous)
   }
 
   /** How many providers were finished (each once, however many tasks reached its JVM), or
    * one exception naming every store whose Finish failed. */
-  private def orThrow(checkpointRoot: String, outcomes: Seq[Outcome]): Int = {
+  private def orThrow(whose: String, outcomes: Seq[Outcome]): Int = {
     val failures = outcomes.flatMap(_.failures).distinct
     if (failures.nonEmpty) {
       throw new StoresNotFinishedException(s"${failures.size} state store(s) of " +
-        s"$checkpointRoot could not be finished:\n  ${failures.mkString("\n  ")}")
+        s"$whose could not be finished:\n  ${failures.mkString("\n  ")}")
     }
     outcomes.flatMap(_.finished).distinct.size
   }

@@ -11,13 +11,13 @@ import org.apache.spark.sql.execution.streaming.state.PyRocksCoordinator
  *    transformWithState (Scala and Python) requires Spark's RocksDBStateStoreProvider by
  *    exact class name, and without this check the query only dies later with an
  *    unrelated-looking "worker crashed" error. (Real-Time Mode fails at start on its own.)
- *  - In the driver, the coordinator that finishes a query's stores the moment its run ends
- *    (`PyRocksCoordinator`), unless `finishWhenQueryEnds` is false.
+ *  - In the driver, the coordinator that finishes and closes a query's stores the moment
+ *    its run ends (`PyRocksCoordinator`), unless `finishWhenQueryEnds` is false.
  */
 class PyRocksExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     PyRocksCoordinator.installInActiveContext(PyRocksExtensions.FinishKey,
-      (sc, roots) => roots.foreach(LiveProviders.finishEverywhere(sc, _)))
+      (sc, runId) => LiveProviders.endRunEverywhere(sc, runId.toString))
     extensions.injectCheckRule { session => plan =>
       val provider = session.conf.get(PyRocksExtensions.ProviderKey, "")
       if (provider == classOf[PyRocksStateStoreProvider].getName) {

@@ -16,7 +16,7 @@ import org.apache.hadoop.fs.Path
 import org.json4s.{DefaultFormats, JNothing, JObject, JString}
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
 
-import org.apache.spark.SparkEnv
+import org.apache.spark.{SparkEnv, TaskContext}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.execution.streaming.state._
@@ -53,6 +53,9 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   private var writerThread: Thread = _
   private var writerConnection: Connection = _ // holds the writer's working copy
   private var queryId: Option[String] = None // read once, when first needed
+  // The query run whose task created this provider: Spark runs a micro-batch's jobs in a job
+  // group named by the run id. None outside a streaming task (a test, a state reader).
+  private var createdByRun: Option[String] = None
 
   override def init(
       stateStoreId: StateStoreId,
@@ -68,6 +71,8 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
     this.storeConf = storeConfs
     this.hadoopConf = hadoopConf
     this.launch = LaunchOptions.fromConfs(storeConfs.sqlConfs)
+    this.createdByRun =
+      Option(TaskContext.get()).flatMap(task => Option(task.getLocalProperty(JobGroupKey)))
     this.cache = new ReadCache(CacheBudget.of(launch.readCacheMB))
     registerColumnFamily(Wire.DefaultCf, keySchema, valueSchema, keyStateEncoderSpec,
       useMultipleValuesPerKey)
@@ -422,6 +427,9 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   private[statestore] def belongsTo(checkpointRoot: String): Boolean =
     LiveProviders.matches(storeId.checkpointRootLocation, checkpointRoot, hadoopConf)
 
+  /** Whether a task of query run `runId` created this provider. */
+  private[statestore] def servesRun(runId: String): Boolean = createdByRun.contains(runId)
+
   /**
    * Finishes the store now, as `close()` does first, and stays open: uploads in flight
    * complete and the last committed version gets a snapshot if it has none (a second
@@ -478,6 +486,7 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
 
 object PyRocksStateStoreProvider {
   val ProviderName = "PyRocksStateStoreProvider"
+  private val JobGroupKey = "spark.jobGroup.id" // SparkContext's, set by setJobGroup
 
   /**
    * Finishes at once every live provider of this JVM whose store belongs to the checkpoint

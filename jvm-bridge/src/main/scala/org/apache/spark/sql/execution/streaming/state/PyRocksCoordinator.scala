@@ -16,10 +16,10 @@ import org.apache.spark.sql.internal.SQLConf
  * Spark's own state store coordinator, plus the one moment Spark offers no hook for: the end
  * of a query run. When a run ends (stopped, finished as `AvailableNow` does, or failed),
  * Spark's query thread asks this endpoint, synchronously, to deactivate the run's stores;
- * `stop()` and `awaitTermination()` return only after that answer. So the answer is held
- * until every store the run loaded has been finished (`whenRunEnds`: uploads drained, a
- * final snapshot of the last committed version): right after `stop()` returns, the state
- * loads with no replay, instead of after Spark's next maintenance round.
+ * `stop()` and `awaitTermination()` return only after that answer. So, for a run that loaded
+ * stores, the answer is held until `whenRunEnds` has ended them (uploads drained, a final
+ * snapshot of the last committed version, working copies removed): right after `stop()`
+ * returns, the state loads with no replay, instead of after Spark's next maintenance round.
  *
  * It lives in Spark's package because Spark's coordinator is package-private; it changes
  * nothing else Spark's coordinator does. The answer is never held past half of Spark's ask
@@ -28,13 +28,13 @@ import org.apache.spark.sql.internal.SQLConf
 private class PyRocksCoordinator(
     rpcEnv: RpcEnv,
     sqlConf: SQLConf,
-    whenRunEnds: Seq[String] => Unit,
+    whenRunEnds: UUID => Unit,
     holdAtMostMs: Long)
   extends StateStoreCoordinator(rpcEnv, sqlConf) {
 
-  // The checkpoint root (`<checkpoint>/state`) of every store each run reported. Only the
-  // endpoint's own thread touches it: a ThreadSafeRpcEndpoint gets one message at a time.
-  private val rootsOfRun = mutable.HashMap[UUID, mutable.Set[String]]()
+  // The runs that reported a store. Only the endpoint's own thread touches it: a
+  // ThreadSafeRpcEndpoint gets one message at a time.
+  private val runsWithStores = mutable.HashSet[UUID]()
 
   private val finisher = Executors.newScheduledThreadPool(2, (task: Runnable) => {
     val thread = new Thread(task, "pyrocks-finish-ended-run")
@@ -44,20 +44,17 @@ private class PyRocksCoordinator(
 
   override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
     case report @ ReportActiveInstance(id, _, _, _) =>
-      rootsOfRun.getOrElseUpdate(id.queryRunId, mutable.Set()) += id.storeId.checkpointRootLocation
+      runsWithStores += id.queryRunId
       super.receiveAndReply(context)(report)
     case deactivate @ DeactivateInstances(runId) =>
       val held = new HeldReply(context)
       super.receiveAndReply(held)(deactivate)
-      rootsOfRun.remove(runId).map(_.toSeq.sorted) match {
-        case Some(roots) => finishThenAnswer(runId, roots, held)
-        case None => held.release()
-      }
+      if (runsWithStores.remove(runId)) endThenAnswer(runId, held) else held.release()
     case other if super.receiveAndReply(context).isDefinedAt(other) =>
       super.receiveAndReply(context)(other)
   }
 
-  private def finishThenAnswer(runId: UUID, roots: Seq[String], held: HeldReply): Unit = {
+  private def endThenAnswer(runId: UUID, held: HeldReply): Unit = {
     val deadline = finisher.schedule((() => {
       if (held.release()) {
         logWarning(s"the stores of ended run $runId take longer than $holdAtMostMs ms to " +
@@ -65,7 +62,7 @@ private class PyRocksCoordinator(
       }
     }): Runnable, holdAtMostMs, TimeUnit.MILLISECONDS)
     finisher.execute { () =>
-      try whenRunEnds(roots)
+      try whenRunEnds(runId)
       catch {
         case NonFatal(e) => logWarning(s"finishing the stores of ended run $runId: $e", e)
       } finally {
@@ -103,15 +100,15 @@ object PyRocksCoordinator extends Logging {
    * application's conf sets `enabledKey` to false, or a coordinator already runs: ours (an
    * earlier session) or Spark's own (a session without this shim's extension used streaming
    * first; then the stores of an ended run are finished when Spark's maintenance unloads
-   * them, as before). `whenRunEnds` gets the context and the run's checkpoint roots.
+   * them, as before). `whenRunEnds` gets the context and the id of the run that ended.
    */
   def installInActiveContext(enabledKey: String,
-      whenRunEnds: (SparkContext, Seq[String]) => Unit): Boolean =
+      whenRunEnds: (SparkContext, UUID) => Unit): Boolean =
     SparkContext.getActive.exists { sc =>
       sc.conf.getBoolean(enabledKey, defaultValue = true) && install(sc, whenRunEnds(sc, _))
     }
 
-  private def install(sc: SparkContext, whenRunEnds: Seq[String] => Unit): Boolean = {
+  private def install(sc: SparkContext, whenRunEnds: UUID => Unit): Boolean = {
     val env = sc.env
     val askTimeoutMs = sc.conf.getTimeAsMs("spark.rpc.askTimeout",
       sc.conf.get("spark.network.timeout", "120s"))
