@@ -54,7 +54,21 @@ def main(argv: list[str] | None = None) -> int:
                                                    "(default: the savepoint's, or the latest)")
     _add_storage_arguments(restore)
 
+    results = sub.add_parser(
+        "results", help="list the runs in a query result store; --cleanup resumes dirty ones")
+    results.add_argument("url", help="the result store (local or s3://)")
+    results.add_argument("--storage-options", default="{}", help="fsspec options as JSON")
+    results.add_argument("--json", action="store_true", help="print one JSON document")
+    results.add_argument("--cleanup", action="store_true",
+                         help="complete the cleanup of every dirty run, then list")
+    results.add_argument("--root-options", default="{}",
+                         help="fsspec options for the runs' rootUrl (with --cleanup)")
+    results.add_argument("--max-attempts", type=int, default=5,
+                         help="attempts of each cleanup step (with --cleanup; 0: no limit)")
+
     args = parser.parse_args(argv)
+    if args.command == "results":
+        return results_command(args)
     if args.command == "demo":
         from .demo import run_demo
 
@@ -113,6 +127,37 @@ def _savepoint_command(args: argparse.Namespace) -> int:
         print(f"state-store {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     print(json.dumps(asdict(result)) if args.json else told)
+    return 0
+
+
+def results_command(args: argparse.Namespace) -> int:
+    from .results import Backoff, CleanupFailed, FileSystemResultStore
+    from .results.cleanup import StateAccess
+    from .results.recorder import resume
+
+    store = FileSystemResultStore(args.url, json.loads(args.storage_options))
+    failed = ""
+    if args.cleanup:
+        access = StateAccess(None, json.loads(args.root_options) or None)
+        try:
+            resume(store, access, Backoff(1.0, 60.0, args.max_attempts))
+        except CleanupFailed as e:
+            failed = str(e)
+    entries = store.entries()
+    if args.json:
+        print(json.dumps({"url": store.url, "runs": [
+            {"clean": e.clean, **json.loads(e.result.to_entry())["result"]} for e in entries]}))
+    else:
+        for e in entries:
+            r = e.result
+            state = "clean" if e.clean else "DIRTY"
+            print(f"{r.run_key}  {state:5}  {r.outcome:8}  last batch {r.last_batch_id}  "
+                  f"query {r.query_id}  {r.checkpoint}" + (f"  error: {r.error.splitlines()[0]}"
+                                                            if r.error else ""))
+        print(f"{len(entries)} runs, {sum(not e.clean for e in entries)} dirty, in {store.url}")
+    if failed:
+        print(f"state-store results: cleanup failed: {failed}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from .checkpoint import QUERY_DIR_PREFIX, Checkpoint
 from .manifest import MANIFEST_DIR, FileRef, Owner
-from .savepoint.layout import CLAIM_MARKER, RESTORE_RECORD
+from .savepoint.layout import CLAIM_MARKER, CLAIM_RELEASE, RESTORE_RECORD
 from .savepoint.sources import stores_under_root
 from .seeding import SEED_FILE, Seed
 from .storage import Storage
@@ -134,11 +134,19 @@ def describe_location(storage: Storage, retain: int, orphan_margin_s: float,
         if not report.stale:
             depends.update(by_root.get(root, root) for root in report.references)
     restored = storage.read_if_exists(RESTORE_RECORD)
-    claimed = storage.read_if_exists(CLAIM_MARKER)
     return LocationReport(
         storage.url, "checkpoint" if query_id else "state root", query_id, sorted(depends),
-        json.loads(restored) if restored else None, json.loads(claimed) if claimed else None,
-        stores)
+        json.loads(restored) if restored else None, _claim(storage), stores)
+
+
+def _claim(storage: Storage) -> dict[str, Any] | None:
+    """The claim marker, with `released_at` once the claimer released the source."""
+    claimed = storage.read_if_exists(CLAIM_MARKER)
+    if claimed is None:
+        return None
+    released = storage.read_if_exists(CLAIM_RELEASE)
+    return {**json.loads(claimed),
+            "released_at": json.loads(released)["released_at"] if released else None}
 
 
 def _seeds(storage: Storage) -> dict[str, Seed]:
@@ -161,6 +169,9 @@ def format_location(report: LocationReport) -> str:
         c = report.claimed_by
         lines.append(f"CLAIMED by query {c['query_id']} ({c['checkpoint']}): do not run this "
                      "query again; its files belong to the claiming query")
+        if c.get("released_at"):
+            lines.append(f"released by the claiming query at {c['released_at']}: it needs "
+                         "nothing here any more; this location may be deleted")
     lines.append(f"depends on: {', '.join(report.depends_on)}" if report.depends_on else
                  "depends on: nothing outside its own state")
     lines += [format_report(store) for store in report.stores]

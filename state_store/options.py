@@ -100,6 +100,21 @@ SPECS: tuple[OptionSpec, ...] = (
                "(stop(), an AvailableNow run's end, a failure), its stores are finished "
                "(uploads drained, final snapshot) before stop()/awaitTermination() return; "
                "false: at Spark's next maintenance round."),
+    OptionSpec("resultStore", "", _text, "", "an fsspec URL or local path",
+               "The query result store: every query run that ends is recorded there (dirty, "
+               "cleaned up, clean); see state_store.results. Read by the driver."),
+    OptionSpec("resultStoreOptions", "", _json_object, "{}", "a JSON object",
+               "fsspec storage options for resultStore."),
+    OptionSpec("cleanupBackoffInitialSeconds", "", _at_least(0.0), "1", "a number >= 0",
+               "First delay before a failed cleanup step of an ended run is retried; it "
+               "doubles with each failure."),
+    OptionSpec("cleanupBackoffMaxSeconds", "", _at_least(0.0), "3600", "a number >= 0",
+               "Longest delay between two attempts of a cleanup step."),
+    OptionSpec("cleanupMaxAttempts", "", _non_negative_int, "0", "an integer >= 0",
+               "Attempts of a cleanup step before the run is left dirty (0: no limit)."),
+    OptionSpec("runKey", "", _text, "", "a run key",
+               "Set by state_store.results.run_once while it starts a query: the run is "
+               "recorded under this key. Not for users to set."),
     OptionSpec("rootUrl", "root_url", _text, "", "an fsspec URL or local path",
                "Durable root for state; default: each store's own checkpoint location."),
     OptionSpec("rootOptions", "root_options", _json_object, "{}", "a JSON object",

@@ -5,7 +5,8 @@
 
 `spark_conf(**options)` returns every entry needed; `options` use the short names of
 `state_store.options` (e.g. `snapshotInterval=20`) and are validated here, before a query
-runs, with the same errors the workers would give.
+runs, with the same errors the workers would give. `resultStore=URL` also registers the
+query result store's recorder (see `state_store.results`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from .options import PREFIX, validate
 PROVIDER_CLASS = "io.pyrocks.statestore.PyRocksStateStoreProvider"
 LISTENER_CLASS = "io.pyrocks.statestore.PyRocksLifecycleListener"
 EXTENSIONS_CLASS = "io.pyrocks.statestore.PyRocksExtensions"
+RESULT_RECORDER_CLASS = "io.pyrocks.statestore.ResultRecorder"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+QUERY_LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
 
 
 def spark_conf(**options: Any) -> dict[str, str]:
@@ -37,6 +40,8 @@ def spark_conf(**options: Any) -> dict[str, str]:
         PREFIX + "pythonPath": str(Path(__file__).resolve().parent.parent),
     }
     conf.update({PREFIX + key: _text(value) for key, value in options.items()})
+    if "resultStore" in options:  # every query run of the session is recorded there
+        conf[QUERY_LISTENERS_KEY] = RESULT_RECORDER_CLASS
     validate(conf)
     return conf
 

@@ -27,6 +27,7 @@ from ..storage import Storage
 
 DESCRIPTOR = "_savepoint.json"
 CLAIM_MARKER = "_claimed.json"
+CLAIM_RELEASE = "_claim_released.json"  # the claimer no longer needs any file of the source
 RESTORE_RECORD = "_restore.json"
 CHECKPOINT_DIR = "checkpoint"
 STORES_DIR = "stores"
@@ -109,6 +110,22 @@ class ClaimMarker:
                                str(raw["claimed_at"]))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptFileError(f"{where} is not a valid claim marker: {e!r}") from e
+
+
+@dataclass(frozen=True)
+class ClaimRelease:
+    """Published in a claimed source once no retained version of the claiming query uses
+    any of its files: what remains of the source may be deleted. The claim stays (the
+    source's own query must never run again: its claimed files are gone)."""
+
+    query_id: str  # the claiming query
+    checkpoint: str
+    released_at: str = field(default_factory=now_iso)
+    format_version: int = FORMAT_VERSION
+    kind: str = "pyrocks-claim-release"
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
 
 
 def read_claim(storage: Storage) -> ClaimMarker | None:
