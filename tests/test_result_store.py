@@ -271,7 +271,7 @@ def test_a_recording_killed_at_any_point_is_completed_by_a_resume(tmp_path: Path
         store = FileSystemResultStore(f"{faulty_fs.PROTOCOL}://{tmp_path}/r{crash_at}")
         FUSE.mutations = 0
         passed: set[str] = set()
-        died = dies_during(crash_at, lambda store=store: record(
+        died = dies_during(crash_at, lambda store=store, passed=passed: record(
             store, recorded, StateAccess(), FAST, passed.add))
         if not died:
             mutations = FUSE.mutations
