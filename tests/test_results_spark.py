@@ -180,3 +180,44 @@ def test_a_driver_killed_while_recording_never_runs_twice(tmp_path: Path, crash_
     assert QueryResult.from_dict(json.loads(result_line[len("RESULT "):])) == recorded
     assert store.has_clean("nightly") and not store.has_dirty("nightly")
     assert batches_written(tmp_path / "out") == [0, 1, 2]  # each batch exactly once
+
+
+def manifests(checkpoint: Path) -> int:
+    return len(list(checkpoint.glob("state/*/*/query-*/manifests/*")))
+
+
+def test_cleanup_trims_to_retention_and_releases_a_claim(
+    spark: SparkSession, results: Path, tmp_path: Path
+) -> None:
+    """A run's cleanup collects its stores' garbage down to minBatchesToRetain (nothing
+    else runs GC here: the run's providers are closed when it ends), and, for a query
+    restored with CLAIM, releases the source once no retained version needs it."""
+    from state_store.savepoint import restore
+
+    store = FileSystemResultStore(str(results))
+    source = tmp_path / "in"
+    write_input(source, range(4))
+    retain, interval = "spark.sql.streaming.minBatchesToRetain", \
+        "spark.sql.streaming.stateStore.pyrocks.snapshotInterval"
+    spark.conf.set(retain, "2")
+    spark.conf.set(interval, "2")
+    try:
+        first = run_once(spark, "claimed-source", lambda: counting(spark, source, tmp_path / "a"))
+        assert first.retain == 2
+        wait_clean(store, "claimed-source")
+        assert manifests(tmp_path / "a") == 2 * 2  # two stores, two versions each
+
+        restore(str(tmp_path / "a"), str(tmp_path / "b"), mode="claim")
+        assert not (tmp_path / "a" / "_claim_released.json").exists()
+        write_input(source, range(4, 12))
+        run_once(spark, "claimer", lambda: counting(spark, source, tmp_path / "b"))
+        wait_clean(store, "claimer")
+    finally:
+        spark.conf.unset(retain)
+        spark.conf.unset(interval)
+    assert manifests(tmp_path / "b") == 2 * 2
+    released = json.loads((tmp_path / "a" / "_claim_released.json").read_text())
+    assert released["query_id"] == query_id_of(tmp_path / "b")
+    done = subprocess.run([sys.executable, "-m", "state_store.cli", "inspect",
+                           str(tmp_path / "a"), "--json"], capture_output=True, text=True)
+    assert json.loads(done.stdout)["claimed_by"]["released_at"] == released["released_at"]
