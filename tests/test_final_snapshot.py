@@ -4,6 +4,8 @@ fully published — snapshot uploaded, nothing in flight — so it loads with no
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +16,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from pyrocks_support import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY, pyrocks_conf
+from pyrocks_support import (
+    MAINTENANCE_INTERVAL,
+    MAINTENANCE_INTERVAL_KEY,
+    pyrocks_conf,
+    worker_pids,
+)
 from state_store.checkpoint import Checkpoint
 from state_store.engine import VersionedStore
 from state_store.options import PREFIX, StoreOptions
@@ -151,3 +158,54 @@ def _session(master: str, pool: Path, maintenance: str = MAINTENANCE_INTERVAL) -
     for key, value in pyrocks_conf(pool, snapshotInterval=1000).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def test_a_run_whose_stores_cannot_finish_still_ends_normally(tmp_path: Path) -> None:
+    """The end of a run waits for its stores at most half of Spark's ask timeout: with every
+    worker frozen (SIGSTOP) past that, the run still ends as a plain stop (no error, and
+    Spark's termination event reaches the listeners: the run is recorded), and the finish
+    completes in the background once the workers thaw. Without that bound, Spark's ask
+    would time out inside the query's termination and its end would never be reported."""
+    from state_store.results import FileSystemResultStore
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    pool, results = tmp_path / "pool", tmp_path / "results"
+    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.rpc.askTimeout", "6s")
+               .config(MAINTENANCE_INTERVAL_KEY, "1h"))
+    for key, value in pyrocks_conf(pool, snapshotInterval=1000, requestTimeoutSeconds=3600,
+                                   resultStore=str(results)).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    frozen: list[int] = []
+    try:
+        source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
+        _write_batches(source, 2)
+        query = _sums(spark, source, checkpoint).start()
+        query.processAllAvailable()
+        frozen = worker_pids(pool)
+        assert frozen
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        query.stop()  # returns although no store could finish
+        assert query.exception() is None
+        store = FileSystemResultStore(str(results))
+        deadline = time.monotonic() + 120  # hang guards, not timing assumptions
+        while not store.has_clean(str(query.runId)):
+            assert time.monotonic() < deadline, "the stopped run was never recorded"
+            time.sleep(0.1)
+        assert store.get(str(query.runId)).outcome == "stopped"
+        assert not any(_snapshotted(r) for r in store_roots(checkpoint))
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        frozen = []
+        while not all(_snapshotted(r) for r in store_roots(checkpoint)):
+            assert time.monotonic() < deadline, "the background finish never completed"
+            time.sleep(0.1)
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        spark.stop()
