@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, tuple[str, ...]] = {
     "restore": (),
     "memory": (),
     "savepoints": (),
+    "query_end": (),
 }
 SUMMARY_JSON = report.RESULTS_DIR / "summary.json"
 SUMMARY_PNG = report.RESULTS_DIR / "summary.png"

@@ -1,0 +1,212 @@
+"""The end of a query run: what `stop()` costs, what it leaves for the next run, and what
+recording the run in the result store adds.
+
+    python -m benchmarks.query_end            # 1M keys, 3 repeats
+    python -m benchmarks.query_end --quick    # 100k keys, 1 repeat
+
+In one SparkSession (local[2], 8 shuffle partitions), per provider (ours, Spark's RocksDB
+provider, Spark's HDFS provider) and repeat, on a fresh checkpoint:
+  run       a `groupBy(key)` count/sum over Parquet input, one file per batch: 4 batches
+            insert every key, 2 update 20k random keys each; processing-time trigger,
+            `processAllAvailable()`.
+  stop      `query.stop()` on the idle query. Ours finishes every store before it returns
+            (final snapshot of the last committed version, working copies removed);
+            Spark's providers leave that to their next maintenance round.
+  restart   one more file (20k updates), then the query again on the same checkpoint with
+            `Trigger.AvailableNow`: `start()` to `awaitTermination()` returning, and its
+            batch's time (which includes loading the state). Ours also reports how many
+            changelogs that load replayed (0 after a finished stop).
+Then, for ours only: the same run through `run_once` with a result store (AvailableNow
+over all files) against the same run started directly: what waiting for the run's record
+adds, and when its cleanup is done (the recorder is a process of its own).
+
+Times are medians over the repeats; ratios are ours / each Spark provider. Results: a table
+on stdout and `benchmarks/results/query_end.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import report
+from benchmarks.macro import PROVIDERS, Provider, file_stream, insert_then_update, write_batches
+from state_store.results import FileSystemResultStore, run_once
+from state_store.spark import configure
+
+NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs")
+UPDATES_PER_BATCH = 20_000
+
+
+@dataclass
+class Measure:
+    provider: str
+    stop_ms: list[float] = field(default_factory=list)
+    restart_ms: list[float] = field(default_factory=list)
+    restart_batch_ms: list[float] = field(default_factory=list)
+    replayed_versions: list[int] = field(default_factory=list)
+
+    def medians(self) -> dict[str, float | None]:
+        return {name: (statistics.median(values) if values else None)
+                for name, values in (("stop_ms", self.stop_ms), ("restart_ms", self.restart_ms),
+                                     ("restart_batch_ms", self.restart_batch_ms))}
+
+
+def start_query(spark: Any, input_dir: Path, checkpoint: Path, available_now: bool) -> Any:
+    from pyspark.sql import functions as F
+
+    counts = (file_stream(spark, input_dir, "key LONG, value LONG").groupBy("key")
+              .agg(F.count("*").alias("n"), F.sum("value").alias("total")))
+    writer = (counts.writeStream.outputMode("update").format("noop")
+              .option("checkpointLocation", str(checkpoint)))
+    return (writer.trigger(availableNow=True) if available_now else writer).start()
+
+
+def select(spark: Any, provider: Provider) -> None:
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", provider.class_name)
+
+
+def measure_end(spark: Any, provider: Provider, tables: Sequence[Any], work: Path,
+                into: Measure) -> None:
+    select(spark, provider)
+    input_dir = work / "in"
+    shutil.rmtree(input_dir, ignore_errors=True)
+    write_batches(input_dir, tables[:-1])
+    checkpoint = work / "ckpt"
+    query = start_query(spark, input_dir, checkpoint, available_now=False)
+    query.processAllAvailable()
+    began = time.perf_counter()
+    query.stop()
+    into.stop_ms.append((time.perf_counter() - began) * 1000)
+
+    write_batches(input_dir, tables)  # the same files again, plus the last one
+    began = time.perf_counter()
+    again = start_query(spark, input_dir, checkpoint, available_now=True)
+    again.awaitTermination()
+    into.restart_ms.append((time.perf_counter() - began) * 1000)
+    batch = next(p for p in again.recentProgress if p["numInputRows"] > 0)
+    into.restart_batch_ms.append(float(batch["durationMs"]["triggerExecution"]))
+    custom = batch["stateOperators"][0].get("customMetrics", {})
+    if "pyrocks.replayed_versions" in custom:
+        into.replayed_versions.append(int(custom["pyrocks.replayed_versions"]))
+
+
+def measure_recording(spark: Any, tables: Sequence[Any], work: Path, repeats: int,
+                      results_url: str) -> dict[str, float]:
+    """Ours: a run through run_once against the same run started directly."""
+    select(spark, PROVIDERS[0])
+    input_dir = work / "rec-in"
+    write_batches(input_dir, tables)
+    direct, recorded, clean = [], [], []
+    store = FileSystemResultStore(results_url)
+    for i in range(repeats):
+        began = time.perf_counter()
+        start_query(spark, input_dir, work / f"direct-{i}", True).awaitTermination()
+        direct.append((time.perf_counter() - began) * 1000)
+        key = f"bench-{i}"
+        began = time.perf_counter()
+        run_once(spark, key, lambda i=i: start_query(spark, input_dir, work / f"once-{i}", True))
+        recorded.append((time.perf_counter() - began) * 1000)
+        while not store.has_clean(key):
+            time.sleep(0.02)
+        clean.append((time.perf_counter() - began) * 1000)
+    return {"direct_ms": statistics.median(direct), "run_once_ms": statistics.median(recorded),
+            "until_clean_ms": statistics.median(clean)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.query_end")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--keys", type=int)
+    parser.add_argument("--repeats", type=int)
+    args = parser.parse_args(argv)
+    keys = args.keys or (100_000 if args.quick else 1_000_000)
+    repeats = args.repeats or (1 if args.quick else 3)
+    tables = insert_then_update(keys, 4, 3, UPDATES_PER_BATCH, seed=7)
+    from pyspark.sql import SparkSession
+
+    work = Path(tempfile.mkdtemp(prefix="pyrocks-query-end-"))
+    try:
+        builder = (SparkSession.builder.master("local[2]").appName("pyrocks-query-end")
+                   .config("spark.sql.shuffle.partitions", "8")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.driver.memory", "6g"))
+        spark = configure(builder, localDir=str(work / "pool"),
+                          resultStore=str(work / "results")).getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        providers = [p for p in PROVIDERS if p.name in NAMES and not p.changelog]
+        measures = {p.name: Measure(p.name) for p in providers}
+        for repeat in range(repeats):
+            for provider in providers:
+                run_dir = work / f"{provider.name}-{repeat}"
+                measure_end(spark, provider, tables, run_dir, measures[provider.name])
+                shutil.rmtree(run_dir, ignore_errors=True)
+        recording = measure_recording(spark, tables, work, repeats, str(work / "results"))
+        spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    payload = {"benchmark": "query_end", "keys": keys, "repeats": repeats,
+               "machine": platform.platform(),
+               "measures": {name: {**asdict(m), "median": m.medians()}
+                            for name, m in measures.items()},
+               "recording": recording}
+    report.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    (report.RESULTS_DIR / "query_end.json").write_text(json.dumps(payload, indent=1))
+    print(render(payload))
+    print(report.render(targets(payload)))
+    return 0
+
+
+def render(payload: dict[str, Any]) -> str:
+    lines = [f"query end, {payload['keys']:,} keys, {payload['repeats']} repeat(s) (medians)",
+             f"{'provider':<16}{'stop ms':>10}{'restart ms':>12}{'its batch ms':>14}"
+             f"{'replayed':>10}"]
+    for name, m in payload["measures"].items():
+        med = m["median"]
+        replayed = m["replayed_versions"]
+        lines.append(f"{name:<16}{med['stop_ms']:>10.0f}{med['restart_ms']:>12.0f}"
+                     f"{med['restart_batch_ms']:>14.0f}"
+                     f"{(str(max(replayed)) if replayed else '-'):>10}")
+    rec = payload["recording"]
+    lines.append(f"ours, AvailableNow over all input: direct {rec['direct_ms']:.0f} ms, "
+                 f"run_once {rec['run_once_ms']:.0f} ms, "
+                 f"clean after {rec['until_clean_ms']:.0f} ms")
+    return "\n".join(lines)
+
+
+def targets(payload: dict[str, Any]) -> list[report.Target]:
+    """Restart after a stop, ours vs each Spark provider (<= 1.0: the final snapshot pays
+    for itself), and stop + restart together (<= 1.0)."""
+    found = []
+    meds = {name: m["median"] for name, m in payload["measures"].items()}
+    ours = meds.get("pyrocks")
+    if ours is None:
+        return found
+    for baseline in (report.SPARK_ROCKSDB, report.SPARK_HDFS):
+        theirs = meds.get(baseline)
+        if theirs is None:
+            continue
+        for name, value, other in (
+                ("restart after stop", ours["restart_ms"], theirs["restart_ms"]),
+                ("stop + restart", ours["stop_ms"] + ours["restart_ms"],
+                 theirs["stop_ms"] + theirs["restart_ms"])):
+            found.append(report.Target(
+                benchmark="query_end", name=name, unit="ms", ours=round(value),
+                compared_to=baseline, ratio=report.ratio(value, other), goal=1.0,
+                baselines={baseline: round(other)}))
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(main())
