@@ -134,20 +134,6 @@ def test_every_run_is_recorded_with_its_outcome(spark: SparkSession, results: Pa
     assert "the sink refuses batch 0" in (was_failed.error or "")
 
 
-def test_a_new_session_resumes_dirty_runs(tmp_path: Path) -> None:
-    results = tmp_path / "results"
-    store = FileSystemResultStore(str(results))
-    left = QueryResult(run_key="left-dirty", query_id="q", run_id="r", outcome="stopped",
-                       checkpoint=str(tmp_path / "gone"))
-    store.create_dirty(left)  # as a driver that died before its cleanup leaves it
-    spark = session(tmp_path / "pool", results)
-    try:
-        assert spark.streams.active == []  # streaming starts: the session's recorder resumes
-        assert wait_clean(store, "left-dirty") == left
-    finally:
-        spark.stop()
-
-
 def driver(work: Path, run_key: str, crash_at: str | None = None) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if k != CRASH_AT_ENV}
     if crash_at:
@@ -221,3 +207,18 @@ def test_cleanup_trims_to_retention_and_releases_a_claim(
     done = subprocess.run([sys.executable, "-m", "state_store.cli", "inspect",
                            str(tmp_path / "a"), "--json"], capture_output=True, text=True)
     assert json.loads(done.stdout)["claimed_by"]["released_at"] == released["released_at"]
+
+
+def test_a_new_session_resumes_dirty_runs(tmp_path: Path) -> None:
+    """Last in this module: it replaces the module's session with a new one."""
+    results = tmp_path / "results"
+    store = FileSystemResultStore(str(results))
+    left = QueryResult(run_key="left-dirty", query_id="q", run_id="r", outcome="stopped",
+                       checkpoint=str(tmp_path / "gone"))
+    store.create_dirty(left)  # as a driver that died before its cleanup leaves it
+    spark = session(tmp_path / "pool", results)
+    try:
+        assert spark.streams.active == []  # streaming starts: the session's recorder resumes
+        assert wait_clean(store, "left-dirty") == left
+    finally:
+        spark.stop()

@@ -67,7 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     backoff = Backoff(args.backoff_initial, args.backoff_max, args.max_attempts)
     try:
         if args.mode == "record":
-            result = QueryResult.from_entry(sys.stdin.buffer.read(), "the run's result on stdin")
+            data = sys.stdin.buffer.read()
+            result = QueryResult.from_entry(data, "the run's result on stdin")
+            # The query's own rootOptions (set in its session) come beside the result.
+            own_options = json.loads(data).get("root_options")
+            if own_options:
+                access = StateAccess(access.checkpoint_options, own_options)
             record(store, with_last_batch(result, access), access, backoff, _crash)
         else:
             resumed = resume(store, access, backoff)

@@ -49,6 +49,7 @@ class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Loggin
       checkpoint = info.map(_.checkpoint).getOrElse(""),
       runsToCompletion = info.exists(_.runsToCompletion),
       stateRoot = setting(Prefix + "rootUrl").getOrElse(""),
+      rootOptions = setting(Prefix + "rootOptions"),
       retain = setting("spark.sql.streaming.minBatchesToRetain").map(_.toInt).getOrElse(100),
       orphanMarginS = setting(Prefix + "orphanMarginSeconds").map(_.toDouble).getOrElse(3600.0),
       startedAtMs = System.currentTimeMillis()))
@@ -63,7 +64,7 @@ class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Loggin
     val run = Option(runs.remove(event.runId)).getOrElse {
       logWarning(s"query run ${event.runId} ended but its start was not seen; recording it " +
         "without its checkpoint (no cleanup)")
-      Run(event.runId.toString, None, "", runsToCompletion = false, "", 100, 3600.0, 0L)
+      Run(event.runId.toString, None, "", runsToCompletion = false, "", None, 100, 3600.0, 0L)
     }
     startRecorder("record", Some(compact(render(entry(event, run)))))
   }
@@ -82,7 +83,9 @@ class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Loggin
         ("error" -> event.exception) ~ ("last_batch_id" -> lastBatch) ~
         ("started_at_ms" -> run.startedAtMs) ~ ("ended_at_ms" -> System.currentTimeMillis()) ~
         ("metrics" -> progress.getOrElse(JNothing)) ~ ("state_root" -> run.stateRoot) ~
-        ("retain" -> run.retain) ~ ("orphan_margin_s" -> run.orphanMarginS)))
+        ("retain" -> run.retain) ~ ("orphan_margin_s" -> run.orphanMarginS))) ~
+      // Beside the result, never in it: they may hold credentials.
+      ("root_options" -> run.rootOptions.map(parse(_)).getOrElse(JNothing))
   }
 
   /** Starts the recorder process; it logs to the driver's stderr and outlives no driver. */
@@ -122,8 +125,8 @@ object ResultRecorder {
 
   /** What the start of a run tells about it; `lastProgress` follows its progress reports. */
   private final case class Run(runKey: String, name: Option[String], checkpoint: String,
-      runsToCompletion: Boolean, stateRoot: String, retain: Int, orphanMarginS: Double,
-      startedAtMs: Long) {
+      runsToCompletion: Boolean, stateRoot: String, rootOptions: Option[String], retain: Int,
+      orphanMarginS: Double, startedAtMs: Long) {
     @volatile var lastProgress: String = _
   }
 }
