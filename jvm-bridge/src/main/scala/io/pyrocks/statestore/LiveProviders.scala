@@ -50,15 +50,17 @@ private[statestore] object LiveProviders {
   }
 
   /**
-   * Ends the providers of this JVM that query run `runId` created: each is finished (a
-   * final snapshot), then closed, which removes its working copy. Safe because a run that
+   * Ends the providers of this JVM that query run `runId` created and no task updates: each
+   * is finished (a final snapshot), then closed, which removes its working copy. Safe because a run that
    * ended never uses its providers again (a new run of the query gets new ones); Spark's
    * own unload closes them a second time, a no-op. Never throws for one store.
    */
   def endRunHere(runId: String): Outcome = {
     val ended = Seq.newBuilder[String]
     val failures = Seq.newBuilder[String]
-    for (provider <- live.asScala.toSeq if provider.servesRun(runId)) {
+    // A provider a cancelled task still updates is left to Spark's unload: closing it under
+    // the task could not lose a committed version, but finishing it could not either.
+    for (provider <- live.asScala.toSeq if provider.servesRun(runId) && !provider.isBeingUpdated) {
       try {
         provider.finishNow()
         ended += provider.instanceId

@@ -427,6 +427,9 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
   private[statestore] def belongsTo(checkpointRoot: String): Boolean =
     LiveProviders.matches(storeId.checkpointRootLocation, checkpointRoot, hadoopConf)
 
+  /** Whether a task holds this provider's store for update now. */
+  private[statestore] def isBeingUpdated: Boolean = synchronized(writer != null)
+
   /** Whether a task of query run `runId` created this provider. */
   private[statestore] def servesRun(runId: String): Boolean = createdByRun.contains(runId)
 
