@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,11 +48,3 @@ class ResultSettings:
     @staticmethod
     def of_session(spark: Any) -> ResultSettings:
         return ResultSettings.from_conf(lambda key: spark.conf.get(key, None))
-
-    def recorder_args(self) -> list[str]:
-        """The recorder's command-line options for these settings."""
-        return ["--url", self.url, "--store-options", json.dumps(self.store_options),
-                "--root-options", json.dumps(self.access.root_options or {}),
-                "--backoff-initial", str(self.backoff.initial_s),
-                "--backoff-max", str(self.backoff.max_s),
-                "--max-attempts", str(self.backoff.max_attempts)]
