@@ -11,6 +11,7 @@ query result store's recorder (see `state_store.results`).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,16 @@ EXTENSIONS_CLASS = "io.pyrocks.statestore.PyRocksExtensions"
 RESULT_RECORDER_CLASS = "io.pyrocks.statestore.ResultRecorder"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 QUERY_LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
+# Settings that hold a list, and their separators: configure() adds ours to a user's (Delta
+# Lake's or Iceberg's extension, their own listeners and jars), never replaces them.
+LIST_SEPARATORS = {
+    "spark.jars": ",",
+    "spark.sql.extensions": ",",
+    "spark.extraListeners": ",",
+    QUERY_LISTENERS_KEY: ",",
+    "spark.driver.extraClassPath": os.pathsep,
+    "spark.executor.extraClassPath": os.pathsep,
+}
 
 
 def spark_conf(**options: Any) -> dict[str, str]:
@@ -47,10 +58,22 @@ def spark_conf(**options: Any) -> dict[str, str]:
 
 
 def configure(builder: Any, **options: Any) -> Any:
-    """Applies `spark_conf(**options)` to a `SparkSession.Builder` and returns the builder."""
+    """Applies `spark_conf(**options)` to a `SparkSession.Builder` and returns the builder.
+    List-valued settings the builder already has (`LIST_SEPARATORS`) keep their entries,
+    ours are appended."""
+    existing = getattr(builder, "_options", {})
     for key, value in spark_conf(**options).items():
-        builder = builder.config(key, value)
+        builder = builder.config(key, merge_setting(key, existing.get(key), value))
     return builder
+
+
+def merge_setting(key: str, theirs: Any, ours: str) -> str:
+    """`ours` for `key`, after the entries of `theirs` if `key` holds a list."""
+    separator = LIST_SEPARATORS.get(key)
+    if separator is None or theirs is None or not str(theirs).strip():
+        return ours
+    entries = [e.strip() for e in str(theirs).split(separator) if e.strip()]
+    return separator.join(entries + [e for e in ours.split(separator) if e not in entries])
 
 
 def _text(value: Any) -> str:
