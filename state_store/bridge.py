@@ -13,7 +13,9 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -86,6 +88,11 @@ def java_executable() -> str:
 def build(files: list[Path], target: Path, classpath: Sequence[Path] = ()) -> None:
     java = java_executable()
     target.parent.mkdir(parents=True, exist_ok=True)
+    # The first use on a machine compiles for a minute or two: say so, rather than sit silent.
+    print(f"state-store: compiling {len(files)} Scala sources into {target.name} with the "
+          f"compiler pyspark {pyspark.__version__} ships (once per version; up to a couple of "
+          "minutes)...", file=sys.stderr, flush=True)
+    began = time.monotonic()
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         staged = Path(tmp) / target.name
         cmd = [java, "-Xss8m", "-cp", java_classpath(classpath), "scala.tools.nsc.Main",
@@ -97,6 +104,8 @@ def build(files: list[Path], target: Path, classpath: Sequence[Path] = ()) -> No
                 f"{done.stdout[-4000:]}{done.stderr[-4000:]}"
             )
         os.replace(staged, target)  # atomic: concurrent builders never see a partial jar
+    print(f"state-store: built {target} in {time.monotonic() - began:.0f} s", file=sys.stderr,
+          flush=True)
 
 
 def _java_path() -> str | None:

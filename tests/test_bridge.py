@@ -1,0 +1,40 @@
+"""Building Scala sources into a jar the way the shim is built: on first use, said aloud,
+then from the cache in silence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from state_store import bridge
+
+
+def test_a_build_says_what_it_does_and_the_cache_is_silent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PYROCKS_CACHE_DIR", str(tmp_path / "cache"))
+    sources = tmp_path / "src"
+    sources.mkdir()
+    (sources / "Hello.scala").write_text("object Hello { def greeting: String = \"hi\" }\n")
+
+    jar = bridge.jar_path(sources, name="hello")
+    assert jar.is_file() and jar.parent == tmp_path / "cache" / "pyrocks-state-store"
+    told = capfd.readouterr().err
+    assert "state-store: compiling 1 Scala sources into" in told
+    assert f"state-store: built {jar} in" in told
+
+    assert bridge.jar_path(sources, name="hello") == jar
+    assert capfd.readouterr().err == ""
+
+
+def test_a_failed_build_names_the_compiler_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYROCKS_CACHE_DIR", str(tmp_path / "cache"))
+    sources = tmp_path / "src"
+    sources.mkdir()
+    (sources / "Broken.scala").write_text("object Broken { def x: Int = \"no\" }\n")
+    with pytest.raises(bridge.ShimBuildError, match="Broken.scala.*type mismatch"):
+        bridge.jar_path(sources, name="broken")
+    assert not list((tmp_path / "cache").rglob("*.jar"))  # nothing partial is cached
