@@ -131,6 +131,8 @@ def _savepoint_command(args: argparse.Namespace) -> int:
 
 
 def results_command(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
     from .results import Backoff, CleanupFailed, FileSystemResultStore
     from .results.cleanup import StateAccess
     from .results.recorder import resume
@@ -146,7 +148,7 @@ def results_command(args: argparse.Namespace) -> int:
     entries = store.entries()
     if args.json:
         print(json.dumps({"url": store.url, "runs": [
-            {"clean": e.clean, **json.loads(e.result.to_entry())["result"]} for e in entries]}))
+            {"clean": e.clean, **asdict(e.result)} for e in entries]}))
     else:
         for e in entries:
             r = e.result

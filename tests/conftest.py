@@ -13,7 +13,7 @@ from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
     S3Endpoint,
-    pyrocks_conf,
+    pyrocks_session,
 )
 
 # Spark's Python workers (UDFs, applyInPandasWithState) import test helpers by name too.
@@ -26,17 +26,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 @pytest.fixture(scope="module")
 def pyrocks_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One local session per module on our provider; tests may set runtime SQL confs."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    builder = (SparkSession.builder.master("local[2]").appName("pyrocks-tests")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config(MAINTENANCE_INTERVAL_KEY, MAINTENANCE_INTERVAL))
-    for key, value in pyrocks_conf(Path(tmp_path_factory.mktemp("pool"))).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = pyrocks_session("pyrocks-tests", Path(tmp_path_factory.mktemp("pool")),
+                            {MAINTENANCE_INTERVAL_KEY: MAINTENANCE_INTERVAL})
     yield spark
     spark.stop()
 

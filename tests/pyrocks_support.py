@@ -7,6 +7,7 @@ import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from benchmarks.s3server import MotoServer
 from state_store.spark import spark_conf
@@ -17,6 +18,24 @@ WORKER_MODULE = "state_store.worker"
 # unloaded (and finished) within a second, whatever ran first.
 MAINTENANCE_INTERVAL_KEY = "spark.sql.streaming.stateStore.maintenanceInterval"
 MAINTENANCE_INTERVAL = "1s"
+
+
+def pyrocks_session(app: str, local_dir: Path, conf: dict[str, str] | None = None,
+                    **options: object) -> Any:
+    """A new local[2] SparkSession on our provider (the active one is stopped first): two
+    shuffle partitions, no UI, `conf` on top, `options` as in `pyrocks_conf`."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    builder = (SparkSession.builder.master("local[2]").appName(app)
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in {**pyrocks_conf(local_dir, **options), **(conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 def pyrocks_conf(local_dir: Path, **options: object) -> dict[str, str]:

@@ -90,25 +90,25 @@ def test_available_now_query_ends_with_a_snapshot_of_its_last_version(
     _assert_finished(spark, checkpoint, tmp_path)
 
 
-def test_stop_returns_once_every_store_is_finished(spark: SparkSession, tmp_path: Path) -> None:
+def _stop_after(spark: SparkSession, batches: int, tmp_path: Path) -> None:
+    """Runs `batches` batches, stops the idle query, and checks its stores at once."""
     source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
-    _write_batches(source, 3)
+    _write_batches(source, batches)
     query = _sums(spark, source, checkpoint).start()
     query.processAllAvailable()
     query.stop()
     _assert_finished(spark, checkpoint, tmp_path)
 
 
+def test_stop_returns_once_every_store_is_finished(spark: SparkSession, tmp_path: Path) -> None:
+    _stop_after(spark, 3, tmp_path)
+
+
 def test_stop_finishes_the_stores_on_executors(tmp_path: Path) -> None:
     """local-cluster: the stores live in an executor JVM, reached by a job at the run's end."""
     spark = _session("local-cluster[1,1,1024]", tmp_path / "pool", maintenance="1h")
     try:
-        source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
-        _write_batches(source, 2)
-        query = _sums(spark, source, checkpoint).start()
-        query.processAllAvailable()
-        query.stop()
-        _assert_finished(spark, checkpoint, tmp_path)
+        _stop_after(spark, 2, tmp_path)
     finally:
         spark.stop()
 

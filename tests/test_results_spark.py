@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from pyrocks_support import pyrocks_conf
+from pyrocks_support import pyrocks_session
 from state_store.results import FileSystemResultStore, QueryResult, run_once
 from state_store.results.__main__ import CRASH_AT_ENV, CRASH_POINTS
 
@@ -25,17 +25,8 @@ TESTS = Path(__file__).resolve().parent
 
 
 def session(pool: Path, results: Path) -> SparkSession:
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    builder = (SparkSession.builder.master("local[2]").appName("pyrocks-results")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false"))
-    for key, value in pyrocks_conf(pool, resultStore=str(results),
-                                   cleanupBackoffInitialSeconds=0.2).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return pyrocks_session("pyrocks-results", pool, resultStore=str(results),
+                           cleanupBackoffInitialSeconds=0.2)
 
 
 @pytest.fixture(scope="module")

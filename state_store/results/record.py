@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..errors import CorruptFileError, StateStoreError
+from ..options import BY_KEY
 
 ENTRY_VERSION = 1
 OUTCOMES = ("finished", "stopped", "failed")
@@ -78,8 +79,8 @@ class QueryResult:
     ended_at_ms: int = 0
     metrics: dict[str, Any] = field(default_factory=dict)
     state_root: str = ""
-    retain: int = 100
-    orphan_margin_s: float = 3600.0
+    retain: int = 100  # Spark's default minBatchesToRetain
+    orphan_margin_s: float = float(BY_KEY["orphanMarginSeconds"].default)
 
     def __post_init__(self) -> None:
         check_run_key(self.run_key)

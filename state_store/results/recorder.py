@@ -9,9 +9,9 @@ idempotent, so two recorders of one run (a resume beside a live recording) agree
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..savepoint.sources import SparkCheckpoint, absolute_url
 from ..storage import open_storage
@@ -68,6 +68,4 @@ def with_last_batch(result: QueryResult, access: StateAccess) -> QueryResult:
     except Exception as e:  # noqa: BLE001 - the progress report's batch stays
         log.warning("reading the commit log of %s: %s", result.checkpoint, e)
         return result
-    raw = {**json.loads(result.to_entry())["result"],
-           "last_batch_id": committed[-1] if committed else -1}
-    return QueryResult.from_dict(raw)
+    return replace(result, last_batch_id=committed[-1] if committed else -1)

@@ -35,19 +35,8 @@ private[statestore] object LiveProviders {
    * checkpoint, or its `state` directory). Never throws for one store: every matching
    * provider is tried, and the failures are returned.
    */
-  def finishHere(checkpointRoot: String): Outcome = {
-    val finished = Seq.newBuilder[String]
-    val failures = Seq.newBuilder[String]
-    for (provider <- live.asScala.toSeq if provider.belongsTo(checkpointRoot)) {
-      try {
-        if (provider.finishNow()) finished += provider.instanceId
-      } catch {
-        case NonFatal(e) => failures += s"${provider.describe} " +
-          s"(${PyRocksStateStoreProvider.writerName}): ${Option(e.getMessage).getOrElse(e)}"
-      }
-    }
-    Outcome(finished.result(), failures.result())
-  }
+  def finishHere(checkpointRoot: String): Outcome =
+    eachLive(_.belongsTo(checkpointRoot))(_.finishNow())
 
   /**
    * Ends the providers of this JVM that query run `runId` created and no task updates: each
@@ -55,21 +44,29 @@ private[statestore] object LiveProviders {
    * ended never uses its providers again (a new run of the query gets new ones); Spark's
    * own unload closes them a second time, a no-op. Never throws for one store.
    */
-  def endRunHere(runId: String): Outcome = {
-    val ended = Seq.newBuilder[String]
-    val failures = Seq.newBuilder[String]
+  def endRunHere(runId: String): Outcome =
     // A provider a cancelled task still updates is left to Spark's unload: closing it under
     // the task could not lose a committed version, but finishing it could not either.
-    for (provider <- live.asScala.toSeq if provider.servesRun(runId) && !provider.isBeingUpdated) {
+    eachLive(p => p.servesRun(runId) && !p.isBeingUpdated) { provider =>
+      try provider.finishNow() finally provider.close()
+      true
+    }
+
+  /** Runs `action` on every live provider `which` selects: those it returns true for are
+   * counted; one that throws is reported with its store and JVM, and the others still run. */
+  private def eachLive(which: PyRocksStateStoreProvider => Boolean)(
+      action: PyRocksStateStoreProvider => Boolean): Outcome = {
+    val done = Seq.newBuilder[String]
+    val failures = Seq.newBuilder[String]
+    for (provider <- live.asScala.toSeq if which(provider)) {
       try {
-        provider.finishNow()
-        ended += provider.instanceId
+        if (action(provider)) done += provider.instanceId
       } catch {
         case NonFatal(e) => failures += s"${provider.describe} " +
           s"(${PyRocksStateStoreProvider.writerName}): ${Option(e.getMessage).getOrElse(e)}"
-      } finally provider.close()
+      }
     }
-    Outcome(ended.result(), failures.result())
+    Outcome(done.result(), failures.result())
   }
 
   /** `endRunHere` in the driver and on every executor; how many providers ended, or one

@@ -50,8 +50,8 @@ class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Loggin
       runsToCompletion = info.exists(_.runsToCompletion),
       stateRoot = setting(Prefix + "rootUrl").getOrElse(""),
       rootOptions = setting(Prefix + "rootOptions"),
-      retain = setting("spark.sql.streaming.minBatchesToRetain").map(_.toInt).getOrElse(100),
-      orphanMarginS = setting(Prefix + "orphanMarginSeconds").map(_.toDouble).getOrElse(3600.0),
+      retain = setting("spark.sql.streaming.minBatchesToRetain").map(_.toInt),
+      orphanMarginS = setting(Prefix + "orphanMarginSeconds").map(_.toDouble),
       startedAtMs = System.currentTimeMillis()))
   }
 
@@ -64,7 +64,7 @@ class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Loggin
     val run = Option(runs.remove(event.runId)).getOrElse {
       logWarning(s"query run ${event.runId} ended but its start was not seen; recording it " +
         "without its checkpoint (no cleanup)")
-      Run(event.runId.toString, None, "", runsToCompletion = false, "", None, 100, 3600.0, 0L)
+      Run(event.runId.toString, None, "", runsToCompletion = false, "", None, None, None, 0L)
     }
     startRecorder("record", Some(compact(render(entry(event, run)))))
   }
@@ -124,9 +124,11 @@ object ResultRecorder {
   val RunKeyKey: String = Prefix + "runKey"
 
   /** What the start of a run tells about it; `lastProgress` follows its progress reports. */
+  // retain and orphanMarginS are None where the session keeps the defaults, which the
+  // recorder knows (state_store.results.record).
   private final case class Run(runKey: String, name: Option[String], checkpoint: String,
-      runsToCompletion: Boolean, stateRoot: String, rootOptions: Option[String], retain: Int,
-      orphanMarginS: Double, startedAtMs: Long) {
+      runsToCompletion: Boolean, stateRoot: String, rootOptions: Option[String],
+      retain: Option[Int], orphanMarginS: Option[Double], startedAtMs: Long) {
     @volatile var lastProgress: String = _
   }
 }
