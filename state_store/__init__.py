@@ -3,7 +3,9 @@
 Layout (one concept per module):
   spark        driver-side API: spark_conf(), configure(), PROVIDER_CLASS
   options      every `spark.sql.streaming.stateStore.pyrocks.*` key, validated in one place
-  bridge       builds and caches the Scala shim jar from jvm-bridge/
+  shim/        the Scala shim's sources (the executor side of every store)
+  bridge       builds and caches the shim jar from shim/, per pyspark version
+  driver_jvm   loads the shim into a driver JVM that already runs (notebooks)
   worker       the Python worker process: socket server and request loop
   protocol     wire frames between the shim and a worker
   records      the write-record encoding shared by the wire and the changelog files

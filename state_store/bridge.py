@@ -1,6 +1,8 @@
-"""Builds the Scala shim (jvm-bridge/) into a jar, cached by source hash and pyspark version.
+"""Builds the Scala shim (`state_store/shim/`) into a jar, cached by source hash and pyspark
+version.
 
-The compiler is the one the pyspark wheel ships (`pyspark/jars/scala-compiler-*.jar`), run
+The sources ship inside the package (an installed wheel has them, as a checkout does). The
+compiler is the one the pyspark wheel ships (`pyspark/jars/scala-compiler-*.jar`), run
 on the JVM already needed for Spark, so building needs neither sbt nor Maven. The build is
 automatic: `jar_path()` builds on first use and reuses the cached jar afterwards. Other
 Scala sources (benchmark drivers, the shim's own test programs) build the same way, against
@@ -23,7 +25,7 @@ import pyspark
 
 from .errors import StateStoreError
 
-SOURCE_DIR = Path(__file__).resolve().parent.parent / "jvm-bridge" / "src" / "main" / "scala"
+SOURCE_DIR = Path(__file__).resolve().parent / "shim"
 
 
 class ShimBuildError(StateStoreError):
@@ -43,8 +45,8 @@ def sources(source_dir: Path = SOURCE_DIR) -> list[Path]:
     found = sorted(source_dir.rglob("*.scala"))
     if not found:
         raise ShimBuildError(
-            f"no Scala sources under {source_dir}: the shim cannot be built. Install the "
-            "project from its source tree (pip install -e .) so jvm-bridge/ is present."
+            f"no Scala sources under {source_dir}: the shim cannot be built. The package "
+            "was installed without its package data: reinstall pyrocks-state-store."
         )
     return found
 

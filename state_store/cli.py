@@ -22,6 +22,13 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("build-shim", help="build (or find cached) the Scala shim jar; print its path")
     sub.add_parser("options", help="print every configuration option as a Markdown table")
+    conf = sub.add_parser("conf", help="print the spark-defaults.conf lines for this provider")
+    conf.add_argument("options", nargs="*", metavar="KEY=VALUE",
+                      help="options by short name (see `state-store options`), e.g. "
+                           "snapshotInterval=20 resultStore=s3://bucket/results")
+    conf.add_argument("--local", action="store_true",
+                      help="also name this interpreter as the workers' Python (pythonExec): "
+                           "for sessions on this machine only")
 
     inspect = sub.add_parser(
         "inspect", help="versions, snapshots, files, sharing and a GC dry run of stored state")
@@ -79,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "options":
         print(options_table())
         return 0
+    if args.command == "conf":
+        return conf_command(args.options, args.local)
     if args.command == "inspect":
         state_root = (open_storage(args.root_url, json.loads(args.root_options))
                       if args.root_url else None)
@@ -160,6 +169,29 @@ def results_command(args: argparse.Namespace) -> int:
     if failed:
         print(f"state-store results: cleanup failed: {failed}", file=sys.stderr)
         return 1
+    return 0
+
+
+def conf_command(pairs: list[str], local: bool) -> int:
+    """Prints `spark-defaults.conf` lines: our settings, with any options given."""
+    from .errors import OptionError
+    from .spark import cluster_conf, spark_conf
+
+    malformed = [p for p in pairs if "=" not in p or not p.split("=", 1)[0].strip()]
+    if malformed:
+        print(f"state-store conf: expected KEY=VALUE, got {malformed[0]!r}", file=sys.stderr)
+        return 2
+    given = dict(p.split("=", 1) for p in pairs)
+    try:
+        conf = (spark_conf if local else cluster_conf)(**given)
+    except OptionError as e:
+        print(f"state-store conf: {e}", file=sys.stderr)
+        return 2
+    print("# pyrocks state store: add these to spark-defaults.conf (append to list values\n"
+          "# you already have: spark.jars, spark.sql.extensions, spark.extraListeners).")
+    width = max(map(len, conf))
+    for key, value in conf.items():
+        print(f"{key:<{width}}  {value}")
     return 0
 
 

@@ -78,9 +78,13 @@ class OptionSpec:
 
 SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("pythonExec", "", _text, "", "a Python executable",
-               "Python that runs the workers; default: PYSPARK_PYTHON, else python3."),
+               "Python that runs the workers (it must have this package installed); "
+               "default: the Python PySpark's own workers use (spark.pyspark.python, "
+               "PYSPARK_PYTHON, python3); configure() sets the driver's own in local "
+               "sessions unless the builder names one."),
     OptionSpec("pythonPath", "", _text, "", "a directory",
-               "Prepended to the workers' PYTHONPATH; spark_conf() sets it to this package."),
+               "Prepended to the workers' PYTHONPATH, for a package not installed in that "
+               "Python (unset by default)."),
     OptionSpec("workers", "", _positive_int, "", "an integer >= 1",
                "Worker processes per executor JVM; default: the executor's task slots."),
     OptionSpec("writeBatchBytes", "", _positive_int, "262144", "an integer >= 1",

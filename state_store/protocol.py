@@ -1,4 +1,4 @@
-"""Frames between the shim (jvm-bridge/.../Wire.scala) and a worker. Keep both in step.
+"""Frames between the shim (shim/.../Connection.scala) and a worker. Keep both in step.
 
 Request:  [length u32][type u8][body]   length counts type + body; big-endian throughout.
 Response: [length u32][status u8][body] status OK or ERROR (body = UTF-8 message).

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from . import bridge
+from .driver_jvm import ensure_shim_loadable
 from .options import PREFIX, validate
 
 PROVIDER_CLASS = "io.pyrocks.statestore.PyRocksStateStoreProvider"
@@ -25,6 +27,9 @@ EXTENSIONS_CLASS = "io.pyrocks.statestore.PyRocksExtensions"
 RESULT_RECORDER_CLASS = "io.pyrocks.statestore.ResultRecorder"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 QUERY_LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
+PYTHON_EXEC_KEY = PREFIX + "pythonExec"
+# Where a user names the Python of the executors (PySpark's own workers use it; so do ours).
+EXECUTOR_PYTHON_KEYS = ("spark.pyspark.python", "spark.executorEnv.PYSPARK_PYTHON")
 # Settings that hold a list, and their separators: configure() adds ours to a user's (Delta
 # Lake's or Iceberg's extension, their own listeners and jars), never replaces them.
 LIST_SEPARATORS = {
@@ -32,23 +37,33 @@ LIST_SEPARATORS = {
     "spark.sql.extensions": ",",
     "spark.extraListeners": ",",
     QUERY_LISTENERS_KEY: ",",
-    "spark.driver.extraClassPath": os.pathsep,
-    "spark.executor.extraClassPath": os.pathsep,
 }
 
 
 def spark_conf(**options: Any) -> dict[str, str]:
-    """Every Spark conf entry needed to run stateful operators on this provider."""
-    jar = str(bridge.jar_path())
+    """Every Spark conf entry a session started from this Python process needs to run its
+    stateful operators on this provider: `cluster_conf`, plus this interpreter as the
+    workers' Python (unless `options` or PYSPARK_PYTHON name one). If this process's driver
+    JVM already runs without the shim (a notebook that had a plain session), the shim is
+    loaded into it."""
+    conf = {PYTHON_EXEC_KEY: os.environ.get("PYSPARK_PYTHON") or sys.executable,
+            **cluster_conf(**options)}
+    ensure_shim_loadable(conf["spark.jars"])
+    return conf
+
+
+def cluster_conf(**options: Any) -> dict[str, str]:
+    """The entries for `spark-defaults.conf` or `spark-submit --conf`: nothing that names
+    this machine's Python. Executors run the workers with `pythonExec` if set, else the
+    Python PySpark's own workers use (`spark.pyspark.python`, PYSPARK_PYTHON, python3),
+    and import the `state_store` package installed there (or shipped in `spark.archives`)."""
     conf = {
         PROVIDER_KEY: PROVIDER_CLASS,
-        "spark.jars": jar,
-        "spark.driver.extraClassPath": jar,
-        "spark.executor.extraClassPath": jar,
+        # Spark adds `spark.jars` to the driver's class loader and ships it to every
+        # executor: no class path entry naming this machine's files is needed.
+        "spark.jars": str(bridge.jar_path()),
         "spark.extraListeners": LISTENER_CLASS,
         "spark.sql.extensions": EXTENSIONS_CLASS,
-        PREFIX + "pythonExec": sys.executable,
-        PREFIX + "pythonPath": str(Path(__file__).resolve().parent.parent),
     }
     conf.update({PREFIX + key: _text(value) for key, value in options.items()})
     if "resultStore" in options:  # every query run of the session is recorded there
@@ -60,11 +75,37 @@ def spark_conf(**options: Any) -> dict[str, str]:
 def configure(builder: Any, **options: Any) -> Any:
     """Applies `spark_conf(**options)` to a `SparkSession.Builder` and returns the builder.
     List-valued settings the builder already has (`LIST_SEPARATORS`) keep their entries,
-    ours are appended."""
+    ours are appended. A builder that names the executors' Python (`EXECUTOR_PYTHON_KEYS`)
+    keeps it for our workers too."""
     existing = getattr(builder, "_options", {})
-    for key, value in spark_conf(**options).items():
+    conf = spark_conf(**options)
+    if "pythonExec" not in options and any(existing.get(k) for k in EXECUTOR_PYTHON_KEYS):
+        del conf[PYTHON_EXEC_KEY]  # the shim finds the one the builder names
+    for key, value in conf.items():
         builder = builder.config(key, merge_setting(key, existing.get(key), value))
     return builder
+
+
+@contextmanager
+def spark_default_provider(spark: Any) -> Iterator[None]:
+    """Queries started inside this block keep their state on Spark's default provider, not
+    ours. Real-Time Mode needs it: it refuses to start any query, even a stateless one, in
+    a session whose provider is set to anything but Spark's RocksDB provider (and picks that
+    one itself when none is set). A query's provider is fixed when it starts (Spark records
+    it in the checkpoint), so queries started after the block run on ours as before; start a
+    real-time query inside the block every time, restarts included. The session conf is
+    shared: other threads should not start queries meanwhile.
+
+        with spark_default_provider(spark):
+            rtm = frame.writeStream.trigger(realTime="5 seconds")...start()
+    """
+    saved = spark.conf.get(PROVIDER_KEY, None)
+    spark.conf.unset(PROVIDER_KEY)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            spark.conf.set(PROVIDER_KEY, saved)
 
 
 def merge_setting(key: str, theirs: Any, ours: str) -> str:

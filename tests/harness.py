@@ -15,10 +15,14 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from pyrocks_support import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY
 from streaming_queries import QuerySpec, write_batch
 
 Outputs = dict[str, dict[int, list[str]]]  # query name -> batch id -> sorted row reprs
+# Spark's maintenance thread is one per JVM and keeps the interval of the first session that
+# starts it: every test session sets the same short one, so providers of stopped queries are
+# unloaded (and finished) within a second, whatever ran first.
+MAINTENANCE_INTERVAL_KEY = "spark.sql.streaming.stateStore.maintenanceInterval"
+MAINTENANCE_INTERVAL = "1s"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 

@@ -10,14 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.s3server import MotoServer
+from harness import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY  # noqa: F401 (shared)
 from state_store.spark import spark_conf
 
 WORKER_MODULE = "state_store.worker"
-# Spark's maintenance thread is one per JVM and keeps the interval of the first session that
-# starts it: every test session sets the same short one, so providers of stopped queries are
-# unloaded (and finished) within a second, whatever ran first.
-MAINTENANCE_INTERVAL_KEY = "spark.sql.streaming.stateStore.maintenanceInterval"
-MAINTENANCE_INTERVAL = "1s"
 
 
 def pyrocks_session(app: str, local_dir: Path, conf: dict[str, str] | None = None,

@@ -29,7 +29,8 @@ object LaunchOptions {
 
   type WorkerSpec = (String, Option[String], Int, Int, String)
 
-  def fromConfs(confs: Map[String, String]): LaunchOptions = {
+  /** The options in `confs`; `onDriver` for processes the driver starts (the recorder). */
+  def fromConfs(confs: Map[String, String], onDriver: Boolean = false): LaunchOptions = {
     def text(key: String): Option[String] = confs.get(Prefix + key).map { v =>
       if (v.trim.isEmpty) invalid(key, v, "a non-empty value")
       v.trim
@@ -42,9 +43,7 @@ object LaunchOptions {
     def positive(key: String) = atLeast(key, 1)
     def nonNegative(key: String) = atLeast(key, 0)
     LaunchOptions(
-      pythonExec = text("pythonExec")
-        .orElse(sys.env.get("PYSPARK_PYTHON").filter(_.nonEmpty))
-        .getOrElse("python3"),
+      pythonExec = text("pythonExec").getOrElse(sparkPython(confs, onDriver)),
       pythonPath = text("pythonPath"),
       workers = positive("workers").getOrElse(taskSlots()),
       writeBatchBytes = positive("writeBatchBytes").getOrElse(256 << 10),
@@ -52,6 +51,23 @@ object LaunchOptions {
       memoryBoundMB = nonNegative("memoryBoundMB").getOrElse(512),
       localDir = text("localDir").getOrElse(System.getProperty("java.io.tmpdir")),
       requestTimeoutSeconds = positive("requestTimeoutSeconds").getOrElse(600))
+  }
+
+  /**
+   * The Python PySpark itself runs where this process runs, in PySpark's order: so a packed
+   * environment shipped with `spark.archives` (and named by `spark.pyspark.python` or the
+   * executors' PYSPARK_PYTHON) runs our workers too, with no option of ours.
+   */
+  private def sparkPython(confs: Map[String, String], onDriver: Boolean): String = {
+    def conf(key: String) =
+      confs.get(key).orElse(Option(SparkEnv.get).flatMap(_.conf.getOption(key)))
+    val driverOnly = if (onDriver) {
+      Seq(() => conf("spark.pyspark.driver.python"), () => sys.env.get("PYSPARK_DRIVER_PYTHON"))
+    } else Nil
+    val candidates = driverOnly.take(1) ++ Seq(() => conf("spark.pyspark.python")) ++
+      driverOnly.drop(1) ++ Seq(() => sys.env.get("PYSPARK_PYTHON"))
+    candidates.iterator.map(_()).collectFirst { case Some(p) if p.trim.nonEmpty => p.trim }
+      .getOrElse("python3")
   }
 
   private def invalid(key: String, value: String, accepted: String): Nothing =

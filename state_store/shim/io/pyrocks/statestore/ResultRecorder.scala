@@ -31,7 +31,7 @@ import org.apache.spark.sql.streaming.StreamingQueryListener._
 class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Logging {
   import ResultRecorder._
 
-  private val launch = LaunchOptions.fromConfs(conf.getAll.toMap)
+  private val launch = LaunchOptions.fromConfs(conf.getAll.toMap, onDriver = true)
   private val url = conf.getOption(StoreKey).map(_.trim).filter(_.nonEmpty).getOrElse(
     throw new IllegalArgumentException(s"${getClass.getName} needs $StoreKey: the URL of " +
       "the query result store (state_store.spark.configure(builder, resultStore=URL))"))
