@@ -1,12 +1,15 @@
 """Builds the Scala shim (`state_store/shim/`) into a jar, cached by source hash and pyspark
 version.
 
-The sources ship inside the package (an installed wheel has them, as a checkout does). The
-compiler is the one the pyspark wheel ships (`pyspark/jars/scala-compiler-*.jar`), run
-on the JVM already needed for Spark, so building needs neither sbt nor Maven. The build is
-automatic: `jar_path()` builds on first use and reuses the cached jar afterwards. Other
-Scala sources (benchmark drivers, the shim's own test programs) build the same way, against
-the pyspark jars plus any `classpath` entries (e.g. the shim jar), which join the hash.
+The sources ship inside the package (an installed wheel has them, as a checkout does):
+`shim/common/` for every Spark release, plus the one `shim/compat/spark-X.Y/SparkCompat.scala`
+of the installed pyspark's release range (what cannot compile from one source: see
+`release_variant`). The compiler is the one the pyspark wheel ships
+(`pyspark/jars/scala-compiler-*.jar`), run on the JVM already needed for Spark, so building
+needs neither sbt nor Maven. The build is automatic: `jar_path()` builds on first use and
+reuses the cached jar afterwards. Other Scala sources (benchmark drivers, the shim's own test
+programs) build the same way, against the pyspark jars plus any `classpath` entries (e.g. the
+shim jar), which join the hash.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ import pyspark
 
 from .errors import StateStoreError
 
-SOURCE_DIR = Path(__file__).resolve().parent / "shim"
+SHIM_DIR = Path(__file__).resolve().parent / "shim"
+# Each variant serves its release and every later one up to the next variant.
+COMPAT_VARIANTS = {(4, 0): "spark-4.0", (4, 1): "spark-4.1", (4, 2): "spark-4.2"}
+SUPPORTED = "4.0 to 4.3"  # the releases CI builds and tests the shim on
 
 
 class ShimBuildError(StateStoreError):
@@ -41,12 +47,30 @@ def cache_dir() -> Path:
     return Path(base or Path.home() / ".cache") / "pyrocks-state-store"
 
 
-def sources(source_dir: Path = SOURCE_DIR) -> list[Path]:
+def release_variant(version: str = pyspark.__version__) -> Path:
+    """The per-release source for pyspark `version` (Spark 4.x only: 3.x is Scala 2.12)."""
+    try:
+        release = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        release = ()
+    if len(release) != 2 or release < min(COMPAT_VARIANTS) or release[0] != 4:
+        raise ShimBuildError(
+            f"pyspark {version} is not supported: the shim builds for Spark {SUPPORTED} "
+            "(Spark 4.x, Scala 2.13). Install a pyspark 4.x release.")
+    variant = COMPAT_VARIANTS[max(r for r in COMPAT_VARIANTS if r <= release)]
+    return SHIM_DIR / "compat" / variant / "SparkCompat.scala"
+
+
+def shim_sources() -> list[Path]:
+    return [*sources(SHIM_DIR / "common"), release_variant()]
+
+
+def sources(source_dir: Path) -> list[Path]:
     found = sorted(source_dir.rglob("*.scala"))
     if not found:
         raise ShimBuildError(
-            f"no Scala sources under {source_dir}: the shim cannot be built. The package "
-            "was installed without its package data: reinstall pyrocks-state-store."
+            f"no Scala sources under {source_dir}: nothing to build (for the shim: the "
+            "package was installed without its package data; reinstall pyrocks-state-store)"
         )
     return found
 
@@ -64,11 +88,11 @@ def source_hash(files: list[Path], classpath: Sequence[Path] = ()) -> str:
     return digest.hexdigest()[:16]
 
 
-def jar_path(source_dir: Path = SOURCE_DIR, name: str = "pyrocks-shim",
+def jar_path(source_dir: Path | None = None, name: str = "pyrocks-shim",
              classpath: Sequence[Path] = ()) -> Path:
     """The jar of `source_dir` (the shim by default) for this pyspark, compiled against the
     pyspark jars and `classpath`, built if not cached."""
-    files = sources(source_dir)
+    files = shim_sources() if source_dir is None else sources(source_dir)
     target = cache_dir() / f"{name}-{pyspark.__version__}-{source_hash(files, classpath)}.jar"
     if not target.exists():
         build(files, target, classpath)

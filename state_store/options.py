@@ -80,8 +80,8 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("pythonExec", "", _text, "", "a Python executable",
                "Python that runs the workers (it must have this package installed); "
                "default: the Python PySpark's own workers use (spark.pyspark.python, "
-               "PYSPARK_PYTHON, python3); configure() sets the driver's own in local "
-               "sessions unless the builder names one."),
+               "PYSPARK_PYTHON, python3). spark_conf() and configure() set the driver's "
+               "interpreter unless the builder names one."),
     OptionSpec("pythonPath", "", _text, "", "a directory",
                "Prepended to the workers' PYTHONPATH, for a package not installed in that "
                "Python (unset by default)."),

@@ -1,6 +1,7 @@
 """`configure()` composes with what a builder already has: a user's extensions (Delta
-Lake's, Iceberg's), listeners, query listeners, jars and class paths keep their entries and
-ours are appended, once."""
+Lake's, Iceberg's), listeners, query listeners and jars keep their entries and ours are
+appended, once; class paths stay theirs. (A running user extension and listener beside ours:
+test_deployment.py.)"""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ import org.apache.spark.sql.types.StructType
  * a speculative copy) waits until the writer commits or aborts, and fails past the request
  * timeout; it never loads over the first task's writes, so no version mixes two tasks'.
  */
-class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
+class PyRocksStateStoreProvider extends StateStoreProviderApi with Logging {
   import PyRocksStateStoreProvider._
 
   private var storeId: StateStoreId = _
@@ -172,9 +172,7 @@ class PyRocksStateStoreProvider extends StateStoreProvider with Logging {
       // Lost the race to publish: the worker reloads the winner's state, so must we.
       if (jsonField(answer, "published") == "true") cache.committed(newVersion)
       else cache.invalidate()
-      if (storeConf.commitValidationEnabled) {
-        StateStore.reportCommitToCoordinator(newVersion, storeId, hadoopConf)
-      }
+      SparkCompat.reportCommit(storeConf, newVersion, storeId, hadoopConf)
     }
 
   /** Never throws over the error that made the task abort; always releases the writer. */

@@ -30,7 +30,7 @@ private class PyRocksCoordinator(
     sqlConf: SQLConf,
     whenRunEnds: UUID => Unit,
     holdAtMostMs: Long)
-  extends StateStoreCoordinator(rpcEnv, sqlConf) {
+  extends PyRocksCoordinatorBase(rpcEnv, sqlConf) {
 
   // The runs that reported a store. Only the endpoint's own thread touches it: a
   // ThreadSafeRpcEndpoint gets one message at a time.

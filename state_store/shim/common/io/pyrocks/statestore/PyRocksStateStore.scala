@@ -21,7 +21,7 @@ import org.apache.spark.sql.types.StructType
 class PyRocksStateStore(
     provider: PyRocksStateStoreProvider,
     val version: Long,
-    readOnly: Boolean) extends StateStore {
+    readOnly: Boolean) extends StateStoreApi {
   import Wire._
 
   private sealed trait Phase

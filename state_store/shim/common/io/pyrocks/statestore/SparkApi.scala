@@ -1,0 +1,40 @@
+package io.pyrocks.statestore
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.sql.execution.streaming.state._
+
+/**
+ * The members of Spark's `StateStore` the shim implements, declared here as abstract so the
+ * shim's `override`s compile against every Spark 4.x release: older releases lack some of
+ * them (an `override` of nothing is an error) and newer ones give some a default body (which
+ * then requires `override`). An abstract redeclaration never hides Spark's own default; the
+ * shim's definitions override both. Where each is Spark's: putList, mergeList, release
+ * (default in StateStore) since 4.1; iteratorWithMultiValues, prefixScanWithMultiValues,
+ * allColumnFamilyNames, rangeScan and deleteRange (defaults) since 4.2.
+ */
+private[statestore] trait StateStoreApi extends StateStore {
+  def iteratorWithMultiValues(colFamilyName: String): StateStoreIterator[UnsafeRowPair]
+  def prefixScanWithMultiValues(
+      prefixKey: UnsafeRow, colFamilyName: String): StateStoreIterator[UnsafeRowPair]
+  def rangeScan(startKey: Option[UnsafeRow], endKey: Option[UnsafeRow],
+      colFamilyName: String): StateStoreIterator[UnsafeRowPair]
+  def allColumnFamilyNames: Set[String]
+  def putList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit
+  def mergeList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit
+  def deleteRange(beginKey: UnsafeRow, endKey: UnsafeRow, colFamilyName: String): Unit
+  def release(): Unit
+}
+
+/**
+ * The same for `StateStoreProvider`, on top of the release's `ProviderCompat` (see
+ * SparkCompat.scala): getStore with forceSnapshotOnCommit and loadEmpty is Spark's since 4.2
+ * (before, ProviderCompat forwards Spark's two-argument getStore to it); the split
+ * maintenance calls are Spark's (defaults) since 4.3, and before that Spark calls only
+ * `doMaintenance`, which the shim implements with both.
+ */
+private[statestore] trait StateStoreProviderApi extends ProviderCompat {
+  def getStore(version: Long, uniqueId: Option[String], forceSnapshotOnCommit: Boolean,
+      loadEmpty: Boolean): StateStore
+  def doSnapshotMaintenance(): Unit
+  def doCleanupMaintenance(): Unit
+}
