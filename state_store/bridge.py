@@ -2,14 +2,13 @@
 version.
 
 The sources ship inside the package (an installed wheel has them, as a checkout does):
-`shim/common/` for every Spark release, plus the one `shim/compat/spark-X.Y/SparkCompat.scala`
-of the installed pyspark's release range (what cannot compile from one source: see
-`release_variant`). The compiler is the one the pyspark wheel ships
-(`pyspark/jars/scala-compiler-*.jar`), run on the JVM already needed for Spark, so building
-needs neither sbt nor Maven. The build is automatic: `jar_path()` builds on first use and
-reuses the cached jar afterwards. Other Scala sources (benchmark drivers, the shim's own test
-programs) build the same way, against the pyspark jars plus any `classpath` entries (e.g. the
-shim jar), which join the hash.
+`shim/common/` for every Spark release, plus, for each concern in `shim/compat/` that Spark
+changed within 4.x, the variant of the installed pyspark's release (`compat_sources`). The
+compiler is the one the pyspark wheel ships (`pyspark/jars/scala-compiler-*.jar`), run on
+the JVM already needed for Spark, so building needs neither sbt nor Maven. The build is
+automatic: `jar_path()` builds on first use and reuses the cached jar afterwards. Other
+Scala sources (benchmark drivers, the shim's own test programs) build the same way, against
+the pyspark jars plus any `classpath` entries (e.g. the shim jar), which join the hash.
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ import pyspark
 from .errors import StateStoreError
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
-# Each variant serves its release and every later one up to the next variant.
-COMPAT_VARIANTS = {(4, 0): "spark-4.0", (4, 1): "spark-4.1", (4, 2): "spark-4.2"}
+OLDEST = (4, 0)  # Spark 4.x: Scala 2.13, the provider API with column families
 SUPPORTED = "4.0 to 4.3"  # the releases CI builds and tests the shim on
 
 
@@ -47,22 +45,33 @@ def cache_dir() -> Path:
     return Path(base or Path.home() / ".cache") / "pyrocks-state-store"
 
 
-def release_variant(version: str = pyspark.__version__) -> Path:
-    """The per-release source for pyspark `version` (Spark 4.x only: 3.x is Scala 2.12)."""
-    try:
-        release = tuple(int(part) for part in version.split(".")[:2])
-    except ValueError:
-        release = ()
-    if len(release) != 2 or release < min(COMPAT_VARIANTS) or release[0] != 4:
-        raise ShimBuildError(
-            f"pyspark {version} is not supported: the shim builds for Spark {SUPPORTED} "
-            "(Spark 4.x, Scala 2.13). Install a pyspark 4.x release.")
-    variant = COMPAT_VARIANTS[max(r for r in COMPAT_VARIANTS if r <= release)]
-    return SHIM_DIR / "compat" / variant / "SparkCompat.scala"
+def compat_sources(version: str = pyspark.__version__) -> list[Path]:
+    """For each concern in `shim/compat/` (a directory of `spark-X.Y` variants, each written
+    for the release where Spark changed it), the newest variant not newer than `version`."""
+    release = _release(version)
+    chosen = []
+    for concern in sorted(p for p in (SHIM_DIR / "compat").iterdir() if p.is_dir()):
+        variants = {_release(v.name.removeprefix("spark-")): v for v in concern.iterdir()}
+        since = max(r for r in variants if r <= release)
+        chosen.extend(sources(variants[since]))
+    return chosen
 
 
 def shim_sources() -> list[Path]:
-    return [*sources(SHIM_DIR / "common"), release_variant()]
+    return [*sources(SHIM_DIR / "common"), *compat_sources()]
+
+
+def _release(version: str) -> tuple[int, int]:
+    """(major, minor) of a Spark 4.x version; anything else is named and refused."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        major, minor = 0, 0
+    if (major, minor) < OLDEST or major != OLDEST[0]:
+        raise ShimBuildError(
+            f"pyspark {version} is not supported: the shim builds for Spark {SUPPORTED} "
+            "(Spark 4.x, Scala 2.13). Install a pyspark 4.x release.")
+    return major, minor
 
 
 def sources(source_dir: Path) -> list[Path]:

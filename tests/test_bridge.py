@@ -40,16 +40,21 @@ def test_a_failed_build_names_the_compiler_error(
     assert not list((tmp_path / "cache").rglob("*.jar"))  # nothing partial is cached
 
 
-@pytest.mark.parametrize(("version", "variant"), [
-    ("4.0.5", "spark-4.0"), ("4.1.4", "spark-4.1"), ("4.2.1", "spark-4.2"),
-    ("4.3.0", "spark-4.2"), ("4.4.0.dev1", "spark-4.2"),
+@pytest.mark.parametrize(("version", "since"), [
+    ("4.0.5", {"coordinator": "spark-4.0", "range-scan": "spark-4.0"}),
+    ("4.1.4", {"coordinator": "spark-4.1", "range-scan": "spark-4.0"}),
+    ("4.2.1", {"coordinator": "spark-4.1", "range-scan": "spark-4.2"}),
+    ("4.3.0", {"coordinator": "spark-4.1", "range-scan": "spark-4.2"}),
+    ("4.4.0.dev1", {"coordinator": "spark-4.1", "range-scan": "spark-4.2"}),
 ])
-def test_each_release_compiles_with_its_compat_source(version: str, variant: str) -> None:
-    source = bridge.release_variant(version)
-    assert source.parent.name == variant and source.is_file()
+def test_each_release_compiles_with_its_variant_of_each_concern(version: str,
+                                                                since: dict[str, str]) -> None:
+    chosen = bridge.compat_sources(version)
+    assert {f.parent.parent.name: f.parent.name for f in chosen} == since
+    assert len(chosen) == len(since)  # one file per concern
 
 
 @pytest.mark.parametrize("version", ["3.5.3", "5.0.0", "dev"])
 def test_an_unsupported_pyspark_is_named(version: str) -> None:
     with pytest.raises(bridge.ShimBuildError, match=rf"pyspark {version} is not supported"):
-        bridge.release_variant(version)
+        bridge.compat_sources(version)

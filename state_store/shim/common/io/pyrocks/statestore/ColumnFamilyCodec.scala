@@ -42,7 +42,7 @@ final class ColumnFamilyCodec(
   }
 
   def supportsPrefixScan: Boolean = sparkEncoder.exists(_.supportPrefixKeyScan)
-  def supportsRangeScan: Boolean = sparkEncoder.exists(SparkCompat.supportsRangeScan(_, spec))
+  def supportsRangeScan: Boolean = sparkEncoder.exists(RangeScanCompat.supported(_, spec))
 
   def key(row: UnsafeRow): Array[Byte] = sparkEncoder match {
     case Some(enc) => enc.encodeKey(row)

@@ -172,7 +172,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with Logging {
       // Lost the race to publish: the worker reloads the winner's state, so must we.
       if (jsonField(answer, "published") == "true") cache.committed(newVersion)
       else cache.invalidate()
-      SparkCompat.reportCommit(storeConf, newVersion, storeId, hadoopConf)
+      CoordinatorCompat.reportCommit(storeConf, newVersion, storeId, hadoopConf)
     }
 
   /** Never throws over the error that made the task abort; always releases the writer. */

@@ -26,15 +26,18 @@ private[statestore] trait StateStoreApi extends StateStore {
 }
 
 /**
- * The same for `StateStoreProvider`, on top of the release's `ProviderCompat` (see
- * SparkCompat.scala): getStore with forceSnapshotOnCommit and loadEmpty is Spark's since 4.2
- * (before, ProviderCompat forwards Spark's two-argument getStore to it); the split
- * maintenance calls are Spark's (defaults) since 4.3, and before that Spark calls only
- * `doMaintenance`, which the shim implements with both.
+ * The same for `StateStoreProvider`: getStore with forceSnapshotOnCommit and loadEmpty is
+ * Spark's since 4.2, the split maintenance calls (defaults) since 4.3; before that Spark calls
+ * only `doMaintenance`, which the shim implements with both.
  */
-private[statestore] trait StateStoreProviderApi extends ProviderCompat {
+private[statestore] trait StateStoreProviderApi extends StateStoreProvider {
   def getStore(version: Long, uniqueId: Option[String], forceSnapshotOnCommit: Boolean,
       loadEmpty: Boolean): StateStore
+
+  /** What Spark 4.0 and 4.1 call (abstract there); from 4.2 on, an overload Spark never calls. */
+  def getStore(version: Long, uniqueId: Option[String]): StateStore =
+    getStore(version, uniqueId, forceSnapshotOnCommit = false, loadEmpty = false)
+
   def doSnapshotMaintenance(): Unit
   def doCleanupMaintenance(): Unit
 }
