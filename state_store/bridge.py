@@ -46,12 +46,12 @@ def cache_dir() -> Path:
 
 
 def compat_sources(version: str = pyspark.__version__) -> list[Path]:
-    """For each concern in `shim/compat/` (a directory of `spark-X.Y` variants, each written
+    """For each concern in `shim/compat/` (a directory of `since-X.Y` variants, each written
     for the release where Spark changed it), the newest variant not newer than `version`."""
     release = _release(version)
     chosen = []
     for concern in sorted(p for p in (SHIM_DIR / "compat").iterdir() if p.is_dir()):
-        variants = {_release(v.name.removeprefix("spark-")): v for v in concern.iterdir()}
+        variants = {_release(v.name.removeprefix("since-")): v for v in concern.iterdir()}
         since = max(r for r in variants if r <= release)
         chosen.extend(sources(variants[since]))
     return chosen
