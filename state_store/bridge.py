@@ -51,7 +51,7 @@ def compat_sources(version: str = pyspark.__version__) -> list[Path]:
     release = _release(version)
     chosen = []
     for concern in sorted(p for p in (SHIM_DIR / "compat").iterdir() if p.is_dir()):
-        variants = {_release(v.name.removeprefix("since-")): v for v in concern.iterdir()}
+        variants = {_release(v.name.removeprefix("since-")): v for v in concern.glob("since-*")}
         since = max(r for r in variants if r <= release)
         chosen.extend(sources(variants[since]))
     return chosen

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -46,8 +47,12 @@ def run_driver(python: str | Path, *args: str, cwd: Path, env: dict[str, str] | 
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This project built as a wheel, as `python -m build` / `pip wheel` make it."""
     out = tmp_path_factory.mktemp("wheel")
+    # From a copy without build products: setuptools' build/ keeps files a checkout dropped.
+    source = out / "source"
+    shutil.copytree(CHECKOUT, source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", ".git", "__pycache__", ".hypothesis", "benchmarks"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
-                    str(CHECKOUT)], check=True, capture_output=True, env=clean_env())
+                    str(source)], check=True, capture_output=True, env=clean_env())
     (built,) = out.glob("pyrocks_state_store-*.whl")
     return built
 
