@@ -1,12 +1,12 @@
 """The shim in a driver JVM that already runs (a notebook kernel, a test process).
 
 PySpark starts one JVM per Python process and keeps it after `spark.stop()`, so a session
-configured after a plain one gets a JVM whose class path was fixed without the shim:
-`spark.driver.extraClassPath` comes too late. Spark resolves every class it loads by name
-(providers, listeners, extensions) through the context class loader of the calling thread,
-which in a PySpark driver is Spark's `MutableURLClassLoader`: adding the jar to it makes
-the shim loadable before the next SparkContext starts. Executors get it through
-`spark.jars`, as always.
+configured after a plain one gets a JVM that started without the shim: `spark.jars`, which
+Spark adds to the driver's class loader when the JVM starts, comes too late. Spark resolves
+every class it loads by name (providers, listeners, extensions) through the context class
+loader of the calling thread, which in a PySpark driver is Spark's `MutableURLClassLoader`:
+adding the jar to it makes the shim loadable before the next SparkContext starts. Executors
+get it through `spark.jars`, as always.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any
 
 from .errors import StateStoreError
 
-# The class whose presence means the shim is loadable; any of its classes would do.
+# The class whose presence means the shim is loadable (spark.PROVIDER_CLASS; spark.py imports
+# this module, so the name is repeated rather than imported).
 PROBE_CLASS = "io.pyrocks.statestore.PyRocksStateStoreProvider"
 
 
@@ -30,7 +31,7 @@ def ensure_shim_loadable(jar: str | Path) -> None:
 
     jvm = SparkContext._jvm
     if jvm is None or _loadable(jvm):
-        return  # no JVM yet: it starts with spark.driver.extraClassPath
+        return  # no JVM yet: it will start with spark.jars on its class loader
     if SparkContext._active_spark_context is not None:
         raise ShimNotLoadableError(
             "a SparkSession without the pyrocks state store is still running in this "
