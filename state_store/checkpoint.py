@@ -184,6 +184,29 @@ class Checkpoint:
                 f"{snapshot_path(base)} is missing or unreadable at {self.storage.url}")
         return plans
 
+    def plan_from_snapshot(self, snapshot_version: int, version: int) -> LoadPlan:
+        """Rebuilding `version` from the snapshot of `snapshot_version` and every later
+        version's own changelog, whatever newer snapshots exist (Spark's
+        replayStateFromSnapshot: a reader that distrusts them)."""
+        if not 0 < snapshot_version <= version:
+            raise StateStoreError(f"{self.store_name}: cannot replay version {version} from a "
+                                  f"snapshot of version {snapshot_version}")
+        snapshot = self.read_snapshot(snapshot_version)  # names the file if it is missing
+        if not self.read_manifest(snapshot_version).can_start_from(snapshot):
+            raise CorruptFileError(
+                f"the snapshot of version {snapshot_version} of {self.store_name} was made by "
+                "an attempt whose version was not published: it holds no committed state")
+        return LoadPlan(self.read_manifest(version), snapshot,
+                        [self.own_changelog(v) for v in range(snapshot_version + 1, version + 1)])
+
+    def own_changelog(self, version: int) -> Changelog:
+        """The changes `version` made: the last changelog of its manifest (manifest.py)."""
+        own = self.read_manifest(version).changelogs[-1]
+        if own.version != version:
+            raise CorruptFileError(f"the manifest of version {version} of {self.store_name} "
+                                   f"ends with the changelog of version {own.version}")
+        return own
+
     def _snapshot_if_readable(self, version: int) -> SnapshotDescriptor | None:
         try:
             return self.read_snapshot(version)

@@ -22,7 +22,7 @@ from rocksdict import ColumnFamily, Options, Rdict, WriteBatch, WriteOptions
 
 from . import records
 from .checkpoint import Checkpoint, LoadPlan, UploadStats
-from .errors import CorruptFileError, StateStoreError
+from .errors import CorruptFileError, StateStoreError, VersionNotFoundError
 from .manifest import Changelog, Manifest
 from .memory import RocksMemory
 from .options import StoreOptions
@@ -72,6 +72,8 @@ def _rocks_options(opts: StoreOptions, memory: RocksMemory | None) -> Options:
     return o
 
 
+_CHANGE_OPS = frozenset({Op.PUT, Op.DELETE, Op.MERGE})  # what a change feed reports
+
 # Recorded in manifests when key counting is off: the count is unknown, not zero.
 UNTRACKED = -1
 
@@ -99,6 +101,8 @@ class VersionedStore:
         self.manifest: Manifest | None = None  # of loaded_version; None for version 0
         self.pending = bytearray()
         self.num_keys = 0
+        # Set by load_empty: the next commit has no earlier version to chain from.
+        self.empty_base = False
         self.write_options = WriteOptions()
         self.write_options.disable_wal = True  # the changelog, not the WAL, makes writes durable
 
@@ -109,6 +113,8 @@ class VersionedStore:
         so whatever the shim derived from this working copy, e.g. its read cache, holds)."""
         if version < 0:
             raise StateStoreError(f"cannot load negative version {version} of {self.name}")
+        if self.empty_base:  # the working copy is not any published version
+            self.loaded_version, self.empty_base = None, False
         if self.loaded_version == version and not self.pending:
             return True  # the common batch-to-batch case
         started = time.perf_counter()
@@ -118,6 +124,23 @@ class VersionedStore:
         self.metrics.loads += 1
         self.metrics.load_ms += (time.perf_counter() - started) * 1000
         return False
+
+    def load_empty(self, version: int) -> None:
+        """Makes the working copy an empty store standing at `version` (Spark's loadEmpty:
+        an offline writer fills a version N + 1 from nothing, e.g. a canonical restore), so
+        the next commit publishes version + 1 without any earlier version existing."""
+        if version < 0:
+            raise StateStoreError(f"cannot load negative version {version} of {self.name}")
+        self.snapshots.drain()
+        self._close_db()
+        shutil.rmtree(self.local_dir, ignore_errors=True)
+        self.local_dir.mkdir(parents=True)
+        self._open_db(self.local_dir / f"db-{uuid.uuid4().hex}")
+        self.snapshots.adopt(None)
+        self.pending.clear()
+        self.manifest, self.num_keys = None, 0
+        self.loaded_version, self.empty_base = version, version > 0
+        self.metrics.rebuilds += 1
 
     def _catch_up(self, version: int) -> bool:
         """Replays only the missing changelogs when the clean working copy is behind (another
@@ -146,13 +169,39 @@ class VersionedStore:
         self.num_keys = self._counted(manifest)
         return True
 
-    def _rebuild(self, version: int) -> None:
+    def load_from_snapshot(self, snapshot_version: int, version: int) -> None:
+        """Makes the working copy equal `version`, rebuilt from the snapshot of
+        `snapshot_version` (Spark's replayStateFromSnapshot, for readers)."""
+        self.empty_base = False
+        self._rebuild(version, [self.checkpoint.plan_from_snapshot(snapshot_version, version)])
+        self.metrics.loads += 1
+
+    def changes(self, cf: str, start: int, end: int) -> Iterator[tuple[int, Op, bytes, bytes]]:
+        """The change feed: (version, op, key, value) of every put, delete and merge of `cf`
+        that versions start..end made, in the order they were made; needs no working copy."""
+        if not 0 < start <= end:
+            raise StateStoreError(f"{self.name}: no changes between versions {start} and {end}")
+        retained = set(self.checkpoint.versions())
+        missing = [v for v in range(start, end + 1) if v not in retained]
+        if missing:
+            raise VersionNotFoundError(
+                f"the changes of versions {start}..{end} of {self.name} are not all retained: "
+                f"versions {missing[0]}..{missing[-1]} are missing (retained: "
+                f"{min(retained, default=0)}..{max(retained, default=0)})")
+        for version in range(start, end + 1):
+            data = self.checkpoint.read_changelog(self.checkpoint.own_changelog(version))
+            for op, record_cf, key, value in records.decode(data):
+                kind = op & OP_MASK
+                if record_cf == cf and kind in _CHANGE_OPS:
+                    yield version, Op(kind), key, value
+
+    def _rebuild(self, version: int, plans: list[LoadPlan | None] | None = None) -> None:
         self.snapshots.drain()
         self._close_db()
         if version == 0:
             self.checkpoint.refuse_foreign_state()
-        plans: list[LoadPlan | None] = [None] if version == 0 else [
-            *self.checkpoint.load_plans(version)]
+        if plans is None:
+            plans = [None] if version == 0 else [*self.checkpoint.load_plans(version)]
         shutil.rmtree(self.local_dir, ignore_errors=True)
         self.local_dir.mkdir(parents=True)
         plan, db_dir = self._download_first_readable(plans)
@@ -348,7 +397,13 @@ class VersionedStore:
         changelog = self.checkpoint.write_changelog(new_version, bytes(self.pending))
         self.metrics.changelog_bytes += changelog.file.size
         chain = self._chain_with(changelog)
-        if self._beyond_replay_bound(chain):
+        if self.empty_base:
+            # No version before this one exists: its manifest must be based on its own
+            # snapshot, which holds everything (a chain from 0 would name missing versions).
+            self.snapshots.take_now(self._db(), new_version, self.num_keys,
+                                    changelog.file.name)
+            chain = self._chain_with(changelog)
+        elif self._beyond_replay_bound(chain):
             self.snapshots.drain()
             chain = self._chain_with(changelog)
             if self._beyond_replay_bound(chain):
@@ -368,10 +423,12 @@ class VersionedStore:
             self.checkpoint.discard_unpublished([changelog.file])
             self.loaded_version, self.manifest = None, None
             self.pending.clear()
+            self.empty_base = False
             self.metrics.lost_publish_races += 1
             return {"published": False}
         self.loaded_version, self.manifest = new_version, manifest
         self.pending.clear()
+        self.empty_base = False
         if len(chain) >= self.opts.snapshot_interval and not self.snapshots.in_flight():
             self.snapshots.start(self._db(), new_version, self.num_keys, manifest.lineage)
         self.metrics.commits += 1

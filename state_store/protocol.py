@@ -29,6 +29,8 @@ class Request(IntEnum):
     DROP_CF = 13  # body: UTF-8 name                     -> [dropped u8]
     LIST_CF = 14  # body: empty                          -> JSON list
     FINISH = 15  # body: empty: drain uploads, snapshot the last version -> JSON {failures}
+    LOAD_EMPTY = 16  # body: version i64: an empty store standing at it -> JSON {num_keys, ...}
+    LOAD_FROM_SNAPSHOT = 17  # body: snapshot version i64, version i64 -> JSON {num_keys, ...}
 
 
 NO_RESPONSE = frozenset({Request.WRITES, Request.ITER_CLOSE})
@@ -38,6 +40,9 @@ class ScanMode(IntEnum):
     ALL = 0
     PREFIX = 1  # a = prefix
     RANGE = 2  # a = start (inclusive, empty = unbounded), b = stop (exclusive, empty = unbounded)
+    # a = start version i64, b = end version i64: the change feed; each pair's key is
+    # CHANGE_HEAD (version, op) followed by the key; a delete's value is empty
+    CHANGES = 3
 
 
 class Status(IntEnum):
@@ -50,3 +55,5 @@ U32 = struct.Struct(">I")
 U16 = struct.Struct(">H")
 I64 = struct.Struct(">q")
 I32 = struct.Struct(">i")
+CHANGE_HEAD = struct.Struct(">qB")
+SNAPSHOT_AND_VERSION = struct.Struct(">qq")

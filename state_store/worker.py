@@ -26,7 +26,19 @@ from .checkpoint import Checkpoint, query_dir
 from .engine import VersionedStore
 from .errors import ClaimedCheckpointError, ProtocolError
 from .memory import RocksMemory
-from .protocol import HEADER, I32, I64, NO_RESPONSE, U16, U32, Request, ScanMode, Status
+from .protocol import (
+    CHANGE_HEAD,
+    HEADER,
+    I32,
+    I64,
+    NO_RESPONSE,
+    SNAPSHOT_AND_VERSION,
+    U16,
+    U32,
+    Request,
+    ScanMode,
+    Status,
+)
 from .savepoint.layout import read_claim
 from .seeding import apply_seed
 from .storage import Storage, open_storage
@@ -124,6 +136,16 @@ class Session:
             store.reset_metrics()  # customMetrics report per batch: count from each load
             unchanged = store.load(I64.unpack(body)[0])
             return _json({"num_keys": max(store.num_keys, 0), "unchanged": unchanged})
+        elif request is Request.LOAD_EMPTY:
+            self.iterators.clear()
+            store.reset_metrics()
+            store.load_empty(I64.unpack(body)[0])
+            return _json({"num_keys": 0, "unchanged": False})
+        elif request is Request.LOAD_FROM_SNAPSHOT:
+            self.iterators.clear()
+            store.reset_metrics()
+            store.load_from_snapshot(*SNAPSHOT_AND_VERSION.unpack(body))
+            return _json({"num_keys": max(store.num_keys, 0), "unchanged": False})
         elif request is Request.COMMIT:
             self.iterators.clear()
             return _json(store.commit(I64.unpack(body)[0]))
@@ -193,6 +215,9 @@ class Session:
             it = store.scan(cf, None, None, a)
         elif mode is ScanMode.RANGE:
             it = store.scan(cf, a or None, b or None, None)
+        elif mode is ScanMode.CHANGES:
+            changes = store.changes(cf, I64.unpack(a)[0], I64.unpack(b)[0])
+            it = ((CHANGE_HEAD.pack(v, op) + key, value) for v, op, key, value in changes)
         else:
             it = store.scan(cf, None, None, None)
         self.iterators[iter_id] = it

@@ -123,3 +123,18 @@ def test_finish_query_skips_writers_and_closed_providers(classpath: str, tmp_pat
 
 def test_finish_query_names_every_failed_store(classpath: str, tmp_path: Path) -> None:
     run_check("finish-query-names-every-failed-store", classpath, tmp_path)
+
+
+# ---- versions from nothing, the change feed, replay from a snapshot ------------------------
+
+
+def test_load_empty_publishes_a_first_version(classpath: str, tmp_path: Path) -> None:
+    run_check("load-empty-publishes-a-first-version", classpath, tmp_path)
+
+
+def test_change_feed_lists_each_version_in_order(classpath: str, tmp_path: Path) -> None:
+    run_check("change-feed-lists-each-version-in-order", classpath, tmp_path)
+
+
+def test_replay_from_a_snapshot_equals_a_load(classpath: str, tmp_path: Path) -> None:
+    run_check("replay-from-a-snapshot-equals-a-load", classpath, tmp_path)

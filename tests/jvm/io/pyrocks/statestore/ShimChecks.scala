@@ -22,7 +22,8 @@ import org.apache.spark.sql.types.{LongType, StructType}
  */
 object ShimChecks {
   private val checks: Map[String, Fixture => Unit] =
-    CacheChecks.all ++ WriterChecks.all ++ DeadlineChecks.all ++ FinishChecks.all
+    CacheChecks.all ++ WriterChecks.all ++ DeadlineChecks.all ++ FinishChecks.all ++
+      ReplayChecks.all
 
   def main(args: Array[String]): Unit = {
     val Array(name, work, python, pythonPath) = args

@@ -23,6 +23,8 @@ object Wire {
   val DropCf: Byte = 13
   val ListCf: Byte = 14
   val Finish: Byte = 15
+  val LoadEmpty: Byte = 16
+  val LoadFromSnapshot: Byte = 17
 
   val OpPut: Byte = 1
   val OpDelete: Byte = 2
@@ -36,6 +38,7 @@ object Wire {
   val ScanAll: Byte = 0
   val ScanPrefix: Byte = 1
   val ScanRange: Byte = 2
+  val ScanChanges: Byte = 3
 
   val DefaultCf = "default"
   val StatusOk = 0

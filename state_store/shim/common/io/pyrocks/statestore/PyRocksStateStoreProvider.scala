@@ -36,7 +36,8 @@ import org.apache.spark.sql.types.StructType
  * a speculative copy) waits until the writer commits or aborts, and fails past the request
  * timeout; it never loads over the first task's writes, so no version mixes two tasks'.
  */
-class PyRocksStateStoreProvider extends StateStoreProviderApi with Logging {
+class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedReplayCompat
+    with Logging {
   import PyRocksStateStoreProvider._
 
   private var storeId: StateStoreId = _
@@ -90,11 +91,11 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with Logging {
       uniqueId: Option[String],
       forceSnapshotOnCommit: Boolean,
       loadEmpty: Boolean): StateStore = {
-    refuseUnsupported(uniqueId, loadEmpty)
+    refuseUnsupported(uniqueId)
     val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
     synchronized {
       awaitNoWriter(version, "update", deadline)
-      load(version)
+      load(version, empty = loadEmpty)
       val store = new PyRocksStateStore(this, version, readOnly = false)
       writer = store
       writerThread = Thread.currentThread()
@@ -104,13 +105,59 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with Logging {
   }
 
   override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore = {
-    refuseUnsupported(uniqueId, loadEmpty = false)
+    refuseUnsupported(uniqueId)
     val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
     synchronized {
       awaitNoWriter(version, "read", deadline)
       load(version)
       new PyRocksStateStore(this, version, readOnly = true)
     }
+  }
+
+  override def replayFrom(snapshotVersion: Long, endVersion: Long,
+      readOnly: Boolean): StateStore = {
+    if (!readOnly) {
+      throw new UnsupportedOperationException(s"$ProviderName replays a snapshot for reading " +
+        s"only (the state data source's snapshotStartBatchId), not to update $describe")
+    }
+    val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
+    synchronized {
+      awaitNoWriter(endVersion, "read", deadline)
+      val body = ByteBuffer.allocate(16).putLong(snapshotVersion).putLong(endVersion).array()
+      try request(Wire.LoadFromSnapshot, body) catch {
+        case e: PyRocksStoreException => throw new IllegalStateException(s"cannot replay " +
+          s"version $endVersion of $describe from the snapshot of version $snapshotVersion: " +
+          e.getMessage, e)
+      }
+      cache.loaded(endVersion, unchanged = false)
+      new PyRocksStateStore(this, endVersion, readOnly = true)
+    }
+  }
+
+  override def changesBetween(startVersion: Long, endVersion: Long, colFamily: Option[String])
+      : (Iterator[PyRocksFineGrainedReplay.Change], () => Unit) = {
+    val cf = colFamily.getOrElse(Wire.DefaultCf)
+    val c = codec(cf)
+    def version(v: Long) = ByteBuffer.allocate(8).putLong(v).array()
+    val scan = synchronized {
+      new ChunkedScan(this, nextIteratorId(), Wire.ScanChanges, cfBytes(cf), version(startVersion),
+        version(endVersion))
+    }
+    val changes = scan.map { case (head, value) =>
+      val fields = ByteBuffer.wrap(head)
+      val changed = fields.getLong()
+      val op = fields.get()
+      val key = c.decodeKey(java.util.Arrays.copyOfRange(head, ChangeHeadBytes, head.length))
+      val kind = op match {
+        case Wire.OpPut => RecordType.PUT_RECORD
+        case Wire.OpDelete => RecordType.DELETE_RECORD
+        case Wire.OpMerge => RecordType.MERGE_RECORD
+        case other => throw new IllegalStateException(s"change feed of $describe: unknown " +
+          s"change $other in version $changed")
+      }
+      (kind, key, if (op == Wire.OpDelete) null else c.decodeValue(value), changed - 1)
+    }
+    (changes, () => scan.close())
   }
 
   /** Waits (releasing the lock) until no store of this provider is UPDATING, or fails. */
@@ -138,19 +185,18 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with Logging {
     notifyAll()
   }
 
-  private def refuseUnsupported(uniqueId: Option[String], loadEmpty: Boolean): Unit = {
+  private def refuseUnsupported(uniqueId: Option[String]): Unit = {
     if (uniqueId.isDefined) {
       throw new UnsupportedOperationException(s"$ProviderName does not support state store " +
         "checkpoint IDs (spark.sql.streaming.stateStore.checkpointFormatVersion=2); use 1")
     }
-    if (loadEmpty) {
-      throw new UnsupportedOperationException(s"$ProviderName does not support loading an " +
-        "empty store for offline repartitioning; repartition through a canonical savepoint")
-    }
   }
 
-  private def load(version: Long): Unit = synchronized {
-    val answer = try request(Wire.Load, ByteBuffer.allocate(8).putLong(version).array())
+  /** `empty`: Spark's loadEmpty, an empty store standing at `version` whose commit publishes
+   * version + 1 with nothing before it (an offline writer, e.g. a canonical restore). */
+  private def load(version: Long, empty: Boolean = false): Unit = synchronized {
+    val kind = if (empty) Wire.LoadEmpty else Wire.Load
+    val answer = try request(kind, ByteBuffer.allocate(8).putLong(version).array())
     catch {
       case e: PyRocksStoreException => throw new IllegalStateException(
         s"cannot load version $version of $describe: ${e.getMessage}", e)
@@ -488,6 +534,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with Logging {
 object PyRocksStateStoreProvider {
   val ProviderName = "PyRocksStateStoreProvider"
   private val JobGroupKey = "spark.jobGroup.id" // SparkContext's, set by setJobGroup
+  private val ChangeHeadBytes = 9 // a change feed pair's key: version i64, op u8 (protocol.py)
 
   /**
    * Finishes at once every live provider of this JVM whose store belongs to the checkpoint
