@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     take.add_argument("checkpoint", help="the query's checkpoint (or a savepoint to relocate)")
     take.add_argument("target", help="a new directory (local or s3://) for the savepoint")
     take.add_argument("--batch", type=int, help="the committed batch (default: the latest)")
+    take.add_argument("--format", choices=["native", "canonical"], default="native",
+                      help="native: this provider's files (fast); canonical: every store's "
+                           "rows as typed Parquet, of a checkpoint of any provider, readable "
+                           "by any tool, restorable at any partition count (a Spark job)")
     _add_storage_arguments(take)
 
     restore = sub.add_parser(
@@ -59,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
                               "the new query owns them and deletes them once subsumed")
     restore.add_argument("--batch", type=int, help="the batch to resume after "
                                                    "(default: the savepoint's, or the latest)")
+    restore.add_argument("--partitions", type=int,
+                         help="canonical savepoints: the new partition count (rows re-routed "
+                              "by Spark's hash partitioning; spark.sql.shuffle.partitions "
+                              "becomes it)")
+    restore.add_argument("--provider", choices=["pyrocks", "rocksdb"], default="pyrocks",
+                         help="canonical savepoints: write this store (default) or Spark's "
+                              "RocksDBStateStoreProvider (the way back to Spark's own)")
     _add_storage_arguments(restore)
 
     results = sub.add_parser(
@@ -123,12 +134,13 @@ def _savepoint_command(args: argparse.Namespace) -> int:
     try:
         if args.command == "savepoint":
             result = savepoint(args.checkpoint, args.target, args.batch, quiet=args.json,
-                               **common)
+                               format=args.format, **common)
             told = (f"savepoint of batch {result.batch} of query {result.source_query_id} "
                     f"written to {result.path}: {result.stores} stores, {result.files} files, "
                     f"{result.bytes:,} B")
         else:
-            result = restore(args.source, args.new_checkpoint, args.mode, args.batch, **common)
+            result = restore(args.source, args.new_checkpoint, args.mode, args.batch,
+                             partitions=args.partitions, provider=args.provider, **common)
             told = (f"restored {result.source} batch {result.batch} ({result.mode}) into "
                     f"{result.checkpoint} as query {result.query_id}; start the query with "
                     "checkpointLocation set to it")

@@ -86,6 +86,20 @@ def configure(builder: Any, **options: Any) -> Any:
     return builder
 
 
+def offline_session(spark: Any = None) -> Any:
+    """The session an offline job runs in (a canonical savepoint, a canonical restore):
+    `spark`, else the active session, else a new local one with this store configured."""
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.master("local[*]").appName("state-store offline job")
+    return configure(builder.config("spark.ui.showConsoleProgress", "false")).getOrCreate()
+
+
 @contextmanager
 def spark_default_provider(spark: Any) -> Iterator[None]:
     """Queries started inside this block keep their state on Spark's default provider, not

@@ -5,12 +5,18 @@
     restore(info.path, "/ckpt/orders-v2")              # no-claim (default)
     restore("/ckpt/orders", "/ckpt/orders-v2", mode="claim")
 
-  layout.py    the savepoint directory and the records of savepoints, claims and restores
-  sources.py   reading a Spark checkpoint or a savepoint as the source of either
-  take.py      taking a savepoint
-  restore.py   restoring, with CLAIM / NO_CLAIM
-  stop.py      stop-with-savepoint
-  verify.py    checking a savepoint, and what a restored checkpoint still depends on
+    savepoint("/ckpt/orders", "/sp/orders", format="canonical")   # any provider, as Parquet
+    restore("/sp/orders", "/ckpt/orders-8", partitions=8)          # rescaled, onto this store
+
+  layout.py             the savepoint directory and the records of savepoints, claims, restores
+  sources.py            reading a Spark checkpoint or a savepoint as the source of either
+  take.py               taking a savepoint (native; dispatches canonical)
+  restore.py            restoring, with CLAIM / NO_CLAIM (native; dispatches canonical)
+  canonical.py          taking a canonical savepoint through Spark's state data source
+  canonical_restore.py  restoring one: the new batch N + 1, stores written through a provider
+  routing.py            which key columns Spark partitions each operator's state by
+  stop.py               stop-with-savepoint
+  verify.py             checking a savepoint, and what a restored checkpoint still depends on
 """
 
 from .layout import RestoreInfo, SavepointDescriptor, SavepointInfo

@@ -10,6 +10,11 @@ A savepoint directory (user-owned; nothing of this project ever deletes it):
                          under Spark's state/ directory: <op>/<part>[/<store name>]
   _claimed.json          present once a CLAIM restore took the savepoint's files over
 
+A canonical savepoint has the same descriptor and checkpoint/, and instead of stores/:
+  canonical/<op>/<store name>/*.parquet
+                         every row of the store at batch N: columns partition_id, key and
+                         value, key and value typed (structs) from Spark's state schema
+
 A restored checkpoint additionally holds `_restore.json` (what it was restored from; written
 first) and a seed per store (seeding.py); `_claimed.json` in a source checkpoint marks it
 claimed.
@@ -31,8 +36,11 @@ CLAIM_RELEASE = "_claim_released.json"  # the claimer no longer needs any file o
 RESTORE_RECORD = "_restore.json"
 CHECKPOINT_DIR = "checkpoint"
 STORES_DIR = "stores"
+CANONICAL_DIR = "canonical"
 FORMAT_VERSION = 1
 NATIVE = "native"
+CANONICAL = "canonical"
+FORMATS = (NATIVE, CANONICAL)
 
 
 def now_iso() -> str:
@@ -47,6 +55,32 @@ class SavedFile:
 
 
 @dataclass(frozen=True)
+class CanonicalStore:
+    """One store of a canonical savepoint: where its rows are and how to write them back."""
+
+    operator: int
+    operator_name: str  # as Spark's state-metadata source names it, e.g. symmetricHashJoin
+    store_name: str  # "default", or a join's e.g. left-keyToNumValues
+    partitions: int
+    prefix_key_columns: int  # Spark's numColsPrefixKey: > 0 for prefix-scanned keys
+    key_schema: str  # Spark's StructType JSON of the store's key
+    value_schema: str
+    route_columns: list[str]  # the key fields Spark partitions by (routing.py)
+    rows: int
+
+    @property
+    def path(self) -> str:
+        return f"{CANONICAL_DIR}/{self.operator}/{self.store_name}"
+
+    @staticmethod
+    def from_dict(raw: dict) -> CanonicalStore:
+        return CanonicalStore(
+            int(raw["operator"]), str(raw["operator_name"]), str(raw["store_name"]),
+            int(raw["partitions"]), int(raw["prefix_key_columns"]), str(raw["key_schema"]),
+            str(raw["value_schema"]), [str(c) for c in raw["route_columns"]], int(raw["rows"]))
+
+
+@dataclass(frozen=True)
 class SavepointDescriptor:
     source_query_id: str
     source: str  # the checkpoint (or savepoint) it was taken of
@@ -58,6 +92,7 @@ class SavepointDescriptor:
     files: list[SavedFile]
     created_at: str = field(default_factory=now_iso)
     format: str = NATIVE
+    canonical_stores: list[CanonicalStore] = field(default_factory=list)  # canonical only
     format_version: int = FORMAT_VERSION
     kind: str = "pyrocks-savepoint"
 
@@ -83,7 +118,9 @@ class SavepointDescriptor:
                 stores=[str(s) for s in raw["stores"]], provider=str(raw["provider"]),
                 files=[SavedFile(str(f["path"]), int(f["size"]), str(f["checksum"]))
                        for f in raw["files"]],
-                created_at=str(raw["created_at"]), format=str(raw["format"]))
+                created_at=str(raw["created_at"]), format=str(raw["format"]),
+                canonical_stores=[CanonicalStore.from_dict(c)
+                                  for c in raw.get("canonical_stores", [])])
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptFileError(f"{where} is not a valid savepoint descriptor: {e!r}") from e
 

@@ -24,11 +24,21 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 from ..errors import StateStoreError
 from ..seeding import MODES, NO_CLAIM, Seed
 from ..storage import Storage, open_storage
-from .layout import CLAIM_MARKER, RESTORE_RECORD, ClaimMarker, RestoreInfo, RestoreRecord
+from .layout import (
+    CANONICAL,
+    CLAIM_MARKER,
+    DESCRIPTOR,
+    RESTORE_RECORD,
+    ClaimMarker,
+    RestoreInfo,
+    RestoreRecord,
+    SavepointDescriptor,
+)
 from .sources import METADATA, Source, absolute_url, open_source, store_location_key
 
 
@@ -38,11 +48,34 @@ class RestoreError(StateStoreError):
 
 def restore(source: str, new_checkpoint: str, mode: str = NO_CLAIM, batch: int | None = None,
             *, storage_options: dict | None = None, target_options: dict | None = None,
-            root_url: str | None = None, root_options: dict | None = None) -> RestoreInfo:
+            root_url: str | None = None, root_options: dict | None = None,
+            partitions: int | None = None, provider: str = "pyrocks",
+            spark: Any = None) -> RestoreInfo:
     """Makes `new_checkpoint` a checkpoint that resumes `source` after its batch `batch`
-    (a savepoint's batch, or a committed batch of a checkpoint; default: the latest)."""
+    (a savepoint's batch, or a committed batch of a checkpoint; default: the latest).
+
+    A canonical savepoint is written into stores by a Spark job (`spark`, else the active
+    session, else a local one): onto `provider` "pyrocks" (this store) or "rocksdb"
+    (Spark's RocksDB provider), with `partitions` to change the partition count; see
+    canonical_restore.py for the new batch N + 1 it adds.
+    """
     if mode not in MODES:
         raise RestoreError(f"unknown restore mode {mode!r}; choose one of {', '.join(MODES)}")
+    canonical = canonical_descriptor(source, storage_options)
+    if canonical is not None:
+        if mode != NO_CLAIM or batch not in (None, canonical[1].batch):
+            raise RestoreError(f"{source} is a canonical savepoint of batch "
+                               f"{canonical[1].batch}: it restores only that batch, and only "
+                               "no-claim (its rows are copied into the new stores)")
+        from ..spark import offline_session
+        from .canonical_restore import restore_canonical
+
+        return restore_canonical(offline_session(spark), *canonical, new_checkpoint,
+                                 partitions, provider, target_options)
+    if partitions is not None or provider != "pyrocks":
+        raise RestoreError("changing the partition count or the provider needs a canonical "
+                           f"savepoint: take one of {source} with format='canonical' "
+                           "(state-store savepoint --format canonical), then restore it")
     src = open_source(source, batch, storage_options, root_url, root_options)
     target = absolute_url(new_checkpoint)
     out = open_storage(target, target_options if target_options is not None
@@ -53,17 +86,28 @@ def restore(source: str, new_checkpoint: str, mode: str = NO_CLAIM, batch: int |
     for rel in src.spark_files:
         if rel == METADATA:
             continue  # written last, with the new query id
-        _put(out, rel, src.spark_root.read(rel, f"Spark file {rel} of {src.url}"))
+        put(out, rel, src.spark_root.read(rel, f"Spark file {rel} of {src.url}"))
     for key, root in sorted(src.stores.items()):
         seed = Seed(record.query_id, src.url, root.url, src.version, mode)
-        _put(out, store_location_key(key), seed.to_json())
+        put(out, store_location_key(key), seed.to_json())
     if mode != NO_CLAIM:
         marker = ClaimMarker(record.query_id, target, src.batch)
         src.storage.publish(CLAIM_MARKER, marker.to_json())
         # A concurrent claim may have won the marker.
         _refuse_claimed(src, record.query_id, f" ({target} is left incomplete: delete it.)")
-    _put(out, METADATA, json.dumps({"id": record.query_id}).encode() + b"\n")
+    put(out, METADATA, json.dumps({"id": record.query_id}).encode() + b"\n")
     return RestoreInfo(target, record.query_id, src.url, src.batch, mode, len(src.stores))
+
+
+def canonical_descriptor(source: str, storage_options: dict | None
+                         ) -> tuple[Storage, SavepointDescriptor] | None:
+    """The savepoint directory and descriptor of `source` if it is a canonical savepoint."""
+    storage = open_storage(absolute_url(source), storage_options)
+    data = storage.read_if_exists(DESCRIPTOR)
+    if data is None:
+        return None
+    descriptor = SavepointDescriptor.from_json(data, f"{storage.url}/{DESCRIPTOR}")
+    return (storage, descriptor) if descriptor.format == CANONICAL else None
 
 
 def _interrupted(out: Storage, src: Source, mode: str) -> RestoreRecord | None:
@@ -103,7 +147,7 @@ def _refuse_claimed(src: Source, query_id: str | None, leftover: str) -> None:
             f"query instead.{leftover}")
 
 
-def _put(out: Storage, rel: str, data: bytes) -> None:
+def put(out: Storage, rel: str, data: bytes) -> None:
     """Writes a file of the new checkpoint; a rerun finds its earlier copy in place."""
     existing = out.read_if_exists(rel)
     if existing == data:

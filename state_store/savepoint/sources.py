@@ -26,6 +26,7 @@ from ..storage import Storage, open_storage
 from .layout import (
     CHECKPOINT_DIR,
     DESCRIPTOR,
+    NATIVE,
     STORES_DIR,
     ClaimMarker,
     SavepointDescriptor,
@@ -91,6 +92,9 @@ def open_source(url: str, batch: int | None, storage_options: dict | None = None
 
 def _savepoint_source(url: str, storage: Storage, data: bytes, batch: int | None) -> Source:
     descriptor = SavepointDescriptor.from_json(data, f"{url}/{DESCRIPTOR}")
+    if descriptor.format != NATIVE:
+        raise SourceError(f"{url} is a {descriptor.format} savepoint: restore it (state-store "
+                          "restore), or copy its directory to move it")
     if batch is not None and batch != descriptor.batch:
         raise SourceError(f"savepoint {url} holds batch {descriptor.batch}, not batch {batch}")
     spark_root = storage.child(CHECKPOINT_DIR)
@@ -105,14 +109,7 @@ def _checkpoint_source(url: str, storage: Storage, batch: int | None, root_url: 
                        root_options: dict | None) -> Source:
     spark = SparkCheckpoint(storage)
     query_id = spark.query_id()
-    committed = spark.committed_batches()
-    if not committed:
-        raise SourceError(f"checkpoint {url} has no committed batch (nothing in {COMMITS}/)")
-    if batch is None:
-        batch = committed[-1]
-    elif batch not in committed:
-        raise SourceError(f"batch {batch} of checkpoint {url} is not committed (committed "
-                          f"batches retained: {committed[0]}..{committed[-1]})")
+    batch = spark.committed_batch(batch)
     metadata_files, stores = spark.walk_state(query_id)
     if root_url:
         stores = stores_under_root(open_storage(root_url, root_options), query_id)
@@ -145,6 +142,40 @@ class SparkCheckpoint:
 
     def committed_batches(self) -> list[int]:
         return sorted(int(n) for n in self.storage.list_names(COMMITS) if n.isdigit())
+
+    def committed_batch(self, batch: int | None) -> int:
+        """`batch` if it is committed, the latest committed batch for None; else refuses."""
+        committed = self.committed_batches()
+        url = self.storage.url
+        if not committed:
+            raise SourceError(f"checkpoint {url} has no committed batch (nothing in {COMMITS}/)")
+        if batch is None:
+            return committed[-1]
+        if batch not in committed:
+            raise SourceError(f"batch {batch} of checkpoint {url} is not committed (committed "
+                              f"batches retained: {committed[0]}..{committed[-1]})")
+        return batch
+
+    def batch_conf(self, batch: int) -> dict[str, str]:
+        """The SQL conf Spark recorded in offsets `batch` (and reuses on every restart)."""
+        where = f"{self.storage.url}/{OFFSETS}/{batch}"
+        lines = self.storage.read(f"{OFFSETS}/{batch}", where).decode().splitlines()
+        try:
+            return {str(k): str(v) for k, v in json.loads(lines[1])["conf"].items()}
+        except (ValueError, KeyError, IndexError, AttributeError) as e:
+            raise SourceError(f"{where} is not a Spark offset log entry ({e!r})") from e
+
+    def spark_state_metadata(self) -> list[str]:
+        """Every file Spark itself keeps under state/, whatever the provider: operator
+        metadata (state/<op>/_metadata/) and state schemas (in `_`-named directories below
+        it, e.g. state/<op>/0/_metadata/schema)."""
+        found = []
+        for path in self.storage.find(STATE):
+            parts = path.split("/")[2:-1]  # the directories below state/<op>/
+            if (not _is_crc(path) and any(p.startswith("_") for p in parts)
+                    and not any(p.startswith(QUERY_DIR_PREFIX) for p in parts)):
+                found.append(path)
+        return found
 
     def batch_logs(self, batch: int) -> list[str]:
         """Offsets N - 1 and N, commit N, and each source's log entries up to N."""

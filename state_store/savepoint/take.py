@@ -11,6 +11,8 @@ this process.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..checkpoint import Checkpoint
 from ..errors import StateStoreError
 from ..manifest import FileRef, file_path, manifest_path, snapshot_path
@@ -18,14 +20,17 @@ from ..progress import Progress
 from ..seeding import copy_version
 from ..storage import Storage, checksum, format_checksum, open_storage
 from .layout import (
+    CANONICAL,
     CHECKPOINT_DIR,
     DESCRIPTOR,
+    FORMATS,
+    NATIVE,
     STORES_DIR,
     SavedFile,
     SavepointDescriptor,
     SavepointInfo,
 )
-from .sources import Source, absolute_url, open_source
+from .sources import absolute_url, open_source
 
 
 class SavepointError(StateStoreError):
@@ -35,19 +40,32 @@ class SavepointError(StateStoreError):
 def savepoint(checkpoint: str, target: str, batch: int | None = None, *,
               storage_options: dict | None = None, target_options: dict | None = None,
               root_url: str | None = None, root_options: dict | None = None,
-              quiet: bool = True) -> SavepointInfo:
+              quiet: bool = True, format: str = NATIVE, spark: Any = None) -> SavepointInfo:
     """Writes a savepoint of `checkpoint` (a checkpoint or a savepoint) at committed
     `batch` (default: the latest) to `target`, which must not exist or be empty.
 
+    `format="native"` copies this provider's files (fast, no Spark needed);
+    `format="canonical"` writes every store's rows as typed Parquet, of a checkpoint of any
+    provider, in a Spark job (`spark`, else the active session, else a local one).
     `storage_options` are fsspec options for the source, `target_options` for the target
     (default: the source's); `root_url`/`root_options` locate the state of a query that
     kept it under a rootUrl. `quiet=False` draws a progress bar on a terminal.
     """
+    if format not in FORMATS:
+        raise SavepointError(f"unknown savepoint format {format!r}; choose one of "
+                             f"{', '.join(FORMATS)}")
+    if format == CANONICAL:
+        from ..spark import offline_session
+        from .canonical import canonical_savepoint
+
+        return canonical_savepoint(offline_session(spark), checkpoint, target, batch,
+                                   storage_options=storage_options,
+                                   target_options=target_options)
     source = open_source(checkpoint, batch, storage_options, root_url, root_options)
     target = absolute_url(target)
     out = open_storage(target, target_options if target_options is not None
                        else storage_options)
-    _require_empty(out)
+    require_empty(out)
     out.verify_publish()
     # One reader per store: the records read to size the copy serve the copy itself.
     stores = {key: source.checkpoint_of(key) for key in source.stores}
@@ -59,7 +77,7 @@ def savepoint(checkpoint: str, target: str, batch: int | None = None, *,
                                 *(c.file for c in p.changelogs)])
     progress = Progress.for_terminal(f"savepoint {target}", state_bytes,
                                      state_files + len(source.spark_files), quiet)
-    files = _copy_spark_files(source, out, progress)
+    files = copy_spark_files(source.spark_root, source.spark_files, out, progress)
     for key in sorted(stores):
         files += _copy_store(stores[key], source.version, key, out, progress)
     progress.close()
@@ -70,13 +88,18 @@ def savepoint(checkpoint: str, target: str, batch: int | None = None, *,
         operators=sorted({int(k.split("/")[0]) for k in source.stores}),
         partitions=_partitions(source.stores), stores=sorted(source.stores),
         provider=PROVIDER_CLASS, files=files)
+    return publish_descriptor(out, descriptor)
+
+
+def publish_descriptor(out: Storage, descriptor: SavepointDescriptor) -> SavepointInfo:
+    """Makes the savepoint usable: its descriptor, put-if-absent, last of all."""
     if not out.publish(DESCRIPTOR, descriptor.to_json()):
-        raise SavepointError(f"{target} received another savepoint at the same time; "
+        raise SavepointError(f"{out.url} received another savepoint at the same time; "
                              "this one was not published")
-    return SavepointInfo.of(target, descriptor)
+    return SavepointInfo.of(out.url, descriptor)
 
 
-def _require_empty(out: Storage) -> None:
+def require_empty(out: Storage) -> None:
     if out.read_if_exists(DESCRIPTOR) is not None:
         raise SavepointError(f"{out.url} already holds a savepoint; savepoints are never "
                              "overwritten: choose another target")
@@ -84,14 +107,17 @@ def _require_empty(out: Storage) -> None:
         raise SavepointError(f"{out.url} is not empty; a savepoint needs a new directory")
 
 
-def _copy_spark_files(source: Source, out: Storage, progress: Progress) -> list[SavedFile]:
+def copy_spark_files(spark_root: Storage, spark_files: list[str], out: Storage,
+                     progress: Progress | None = None) -> list[SavedFile]:
+    """Copies Spark's files of the batch into the savepoint's checkpoint/ directory."""
     saved = []
-    for rel in source.spark_files:
-        data = source.spark_root.read(rel, f"Spark file {rel} of {source.url}")
+    for rel in spark_files:
+        data = spark_root.read(rel, f"Spark file {rel} of {spark_root.url}")
         path = f"{CHECKPOINT_DIR}/{rel}"
         written = out.write_new(path, data)
         saved.append(SavedFile(path, written.size, written.checksum))
-        progress.advance(written.size)
+        if progress is not None:
+            progress.advance(written.size)
     return saved
 
 

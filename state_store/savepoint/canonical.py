@@ -1,0 +1,146 @@
+"""Taking a canonical savepoint: every store's rows at batch N as typed Parquet.
+
+The rows are read through Spark's own state data source (`format("statestore")`), which
+reads every provider: Spark's RocksDB and HDFS providers as well as ours. So a query that
+ran on any of them can move onto this provider, or change its partition count, through a
+canonical savepoint. Which operators and stores exist, their partition counts and key
+layouts come from Spark's operator metadata (`format("state-metadata")`).
+
+Order (what a crash at any point leaves): Spark's files, then each store's Parquet, then
+the descriptor, published put-if-absent: without it the directory is an incomplete
+savepoint that nothing uses. The source is only read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from pyspark.sql import DataFrame, SparkSession
+
+from ..spark import PROVIDER_KEY
+from ..storage import Storage, checksum, format_checksum, open_storage
+from .layout import (
+    CANONICAL,
+    DESCRIPTOR,
+    CanonicalStore,
+    SavedFile,
+    SavepointDescriptor,
+    SavepointInfo,
+)
+from .routing import route_columns
+from .sources import METADATA, OFFSETS, SourceError, SparkCheckpoint, absolute_url
+from .take import copy_spark_files, publish_descriptor, require_empty
+
+PARTITIONS_CONF = "spark.sql.shuffle.partitions"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
+                        batch: int | None = None, *, storage_options: dict | None = None,
+                        target_options: dict | None = None) -> SavepointInfo:
+    """Writes a canonical savepoint of `checkpoint` (a checkpoint of any provider) at its
+    committed `batch` (default: the latest) to `target`, a new directory."""
+    url = absolute_url(checkpoint)
+    storage = open_storage(url, storage_options)
+    if storage.read_if_exists(DESCRIPTOR) is not None:
+        raise SourceError(f"{url} is a savepoint; a canonical savepoint is taken of a query's "
+                          "checkpoint (restore the savepoint first, then take it of that)")
+    if storage.read_if_exists(METADATA) is None:
+        raise SourceError(f"{url} is not a Spark checkpoint (no {METADATA})")
+    logs = SparkCheckpoint(storage)
+    if batch is None:
+        _refuse_uncommitted_last_batch(logs)
+    batch = logs.committed_batch(batch)
+    target = absolute_url(target)
+    out = open_storage(target, target_options if target_options is not None
+                       else storage_options)
+    require_empty(out)
+    out.verify_publish()
+    spark_files = [METADATA, *logs.batch_logs(batch), *logs.spark_state_metadata()]
+    operators = _operators(spark, url, batch)
+    files = copy_spark_files(storage, spark_files, out)
+    stores = []
+    for op in operators:  # Spark's own console progress shows each store's job
+        store, written = _write_store(spark, url, batch, op, out)
+        stores.append(store)
+        files += written
+    descriptor = SavepointDescriptor(
+        source_query_id=logs.query_id(), source=url, batch=batch,
+        operators=sorted({s.operator for s in stores}),
+        partitions={str(s.operator): s.partitions for s in stores},
+        stores=[f"{s.operator}/{s.store_name}" for s in stores],
+        provider=logs.batch_conf(batch).get(PROVIDER_KEY, HDFS_PROVIDER), files=files,
+        format=CANONICAL, canonical_stores=stores)
+    return publish_descriptor(out, descriptor)
+
+
+def _refuse_uncommitted_last_batch(logs: SparkCheckpoint) -> None:
+    """As Spark's offline repartition does: the latest batch must be committed. A query that
+    failed (or is running) mid-batch has offsets for a batch it never committed; a savepoint
+    of the batch before would drop the plan Spark made for it."""
+    planned = [int(n) for n in logs.storage.list_names(OFFSETS) if n.isdigit()]
+    committed = logs.committed_batches()
+    if planned and committed and max(planned) > committed[-1]:
+        raise SourceError(
+            f"the last batch ({max(planned)}) of {logs.storage.url} has offsets but no commit: "
+            "the query failed or is still running it. Stop the query, restart it so it "
+            "completes that batch, then take the savepoint (or name an earlier committed "
+            f"batch explicitly, e.g. batch {committed[-1]})")
+
+
+def _operators(spark: SparkSession, url: str, batch: int) -> list[dict]:
+    """Spark's operator metadata: one row per store that holds state at `batch`."""
+    metadata = spark.read.format("state-metadata").load(url)
+    rows = metadata.select("operatorId", "operatorName", "stateStoreName", "numPartitions",
+                           "minBatchId", "maxBatchId", "_numColsPrefixKey").collect()
+    if not rows:
+        raise SourceError(f"checkpoint {url} has no stateful operator (Spark's operator "
+                          "metadata under state/ is empty): nothing to savepoint")
+    found = []
+    for row in sorted(rows, key=lambda r: (r.operatorId, r.stateStoreName)):
+        if not row.minBatchId <= batch <= row.maxBatchId:
+            raise SourceError(f"operator {row.operatorId} ({row.operatorName}) store "
+                              f"{row.stateStoreName} of {url} has no state for batch {batch} "
+                              f"(batches {row.minBatchId}..{row.maxBatchId} are retained)")
+        found.append(row.asDict())
+    return found
+
+
+def _write_store(spark: SparkSession, url: str, batch: int, op: dict,
+                 out: Storage) -> tuple[CanonicalStore, list[SavedFile]]:
+    state = _read_state(spark, url, batch, op["operatorId"], op["stateStoreName"])
+    key_type = state.schema["key"].dataType
+    value_type = state.schema["value"].dataType
+    routed = route_columns(op["operatorName"], op["stateStoreName"], key_type.names,
+                           op["_numColsPrefixKey"])
+    store = CanonicalStore(
+        operator=op["operatorId"], operator_name=op["operatorName"],
+        store_name=op["stateStoreName"], partitions=op["numPartitions"],
+        prefix_key_columns=op["_numColsPrefixKey"], key_schema=key_type.json(),
+        value_schema=value_type.json(), route_columns=routed, rows=0)
+    location = f"{out.url}/{store.path}"
+    state.select("partition_id", "key", "value").write.parquet(location)
+    written = [rel for rel in out.find(store.path) if rel.endswith(".parquet")]
+    rows = spark.read.parquet(location).count()
+    saved = []
+    for rel in written:
+        data = out.read(rel, f"Parquet file {rel} of canonical savepoint {out.url}")
+        saved.append(SavedFile(rel, len(data), format_checksum(checksum(data))))
+    for rel in out.find(store.path):
+        if not rel.endswith(".parquet"):
+            out.delete(rel)  # Spark's _SUCCESS and checksum side files: not the savepoint's
+    return dataclasses.replace(store, rows=rows), saved
+
+
+def _read_state(spark: SparkSession, url: str, batch: int, operator: int,
+                store_name: str) -> DataFrame:
+    return (spark.read.format("statestore").option("batchId", batch)
+            .option("operatorId", operator).option("storeName", store_name).load(url))
+
+
+def describe_schema(schema_json: str) -> str:
+    """A store schema for error messages: `struct<k:int,...>`."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(schema_json)).simpleString()

@@ -1,0 +1,210 @@
+"""Restoring a canonical savepoint: a new checkpoint whose stores are written from its rows,
+onto this provider (the migration path) or Spark's RocksDB provider (the exit path), at the
+savepoint's partition count or another one (rescaling).
+
+Semantics are those of Spark's own offline repartition (4.3), so users find what they know:
+the new checkpoint holds batch N as the source had it, plus a new batch N + 1 whose offsets
+equal N's with only the provider and `spark.sql.shuffle.partitions` changed (Spark reuses
+both from the latest offset log entry on every restart), committed with N's commit. Every
+store holds the savepoint's rows at version N + 2 (Spark's state version of batch N + 1),
+each row in the partition Spark's hash partitioning routes its key to. The restored query's
+first batch is N + 2, and it runs under a new query id (see restore.py for why).
+
+Order (what a crash at any point leaves): the restore record, Spark's files of batch N,
+`metadata` (the new query id, which our stores are kept under), offsets N + 1, the stores,
+and commit N + 1 last. Without that commit the checkpoint is incomplete: a query started on
+it reruns batch N + 1, finds no state at version N + 1 and fails naming it; a rerun of the
+same restore completes it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from py4j.java_gateway import JavaClass
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from ..spark import PROVIDER_KEY
+from ..storage import Storage, open_storage
+from .canonical import PARTITIONS_CONF
+from .layout import (
+    CHECKPOINT_DIR,
+    RESTORE_RECORD,
+    CanonicalStore,
+    RestoreInfo,
+    RestoreRecord,
+    SavepointDescriptor,
+)
+from .restore import RestoreError, put
+from .sources import COMMITS, METADATA, OFFSETS, STATE, absolute_url
+
+SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+
+def target_providers() -> dict[str, str]:
+    """What a canonical savepoint restores onto, by the name users pass."""
+    from ..spark import PROVIDER_CLASS
+
+    return {"pyrocks": PROVIDER_CLASS, "rocksdb": SPARK_ROCKSDB}
+
+
+def restore_canonical(spark: SparkSession, savepoint: Storage, descriptor: SavepointDescriptor,
+                      new_checkpoint: str, partitions: int | None = None,
+                      provider: str = "pyrocks",
+                      target_options: dict | None = None) -> RestoreInfo:
+    """Makes `new_checkpoint` resume the canonical savepoint in `savepoint`."""
+    providers = target_providers()
+    if provider not in providers:
+        raise RestoreError(f"unknown target provider {provider!r}; choose one of "
+                           f"{', '.join(providers)}")
+    spark_root = savepoint.child(CHECKPOINT_DIR)
+    batch = descriptor.batch
+    offsets = spark_root.read(f"{OFFSETS}/{batch}", f"offsets of batch {batch} of {savepoint.url}")
+    current = int(_offset_conf(offsets, savepoint.url)[PARTITIONS_CONF])
+    count = _partition_count(current, partitions)
+    for store in descriptor.canonical_stores:  # refuse before anything is written
+        _check_store(spark, savepoint, store)
+    target = absolute_url(new_checkpoint)
+    out = open_storage(target, target_options)
+    mode = f"canonical:{provider}:{count}"
+    record = _resume_or_start(out, savepoint.url, batch, mode)
+    for saved in descriptor.files:
+        rel = saved.path.removeprefix(f"{CHECKPOINT_DIR}/")
+        if rel == saved.path or rel == METADATA:
+            continue  # the rows, and the query id (a new one)
+        data = spark_root.read(rel, f"Spark file {rel} of {savepoint.url}")
+        put(out, rel, _rescaled_operator_metadata(data, count) if _is_operator_metadata(rel)
+            else data)
+    put(out, METADATA, json.dumps({"id": record.query_id}).encode() + b"\n")
+    put(out, f"{OFFSETS}/{batch + 1}", _next_offsets(offsets, providers[provider], count,
+                                                     savepoint.url))
+    for store in descriptor.canonical_stores:
+        _write_store(spark, savepoint, store, target, batch + 2, count, providers[provider])
+    commit = spark_root.read(f"{COMMITS}/{batch}", f"commit of batch {batch} of {savepoint.url}")
+    put(out, f"{COMMITS}/{batch + 1}", commit)
+    return RestoreInfo(target, record.query_id, savepoint.url, batch, mode,
+                       len(descriptor.canonical_stores) * count)
+
+
+def _partition_count(current: int, requested: int | None) -> int:
+    """Spark's rules for offline repartition: a positive count that changes something."""
+    if requested is None:
+        return current
+    if requested < 1:
+        raise RestoreError(f"--partitions must be greater than zero, not {requested}")
+    if requested == current:
+        raise RestoreError(f"the savepoint already has {current} partitions "
+                           f"({PARTITIONS_CONF}); omit --partitions to keep them")
+    return requested
+
+
+def _resume_or_start(out: Storage, source: str, batch: int, mode: str) -> RestoreRecord:
+    """This restore's record: a new one in an empty directory, or that of an interrupted run
+    of the same restore (same source, batch, provider and count), which this run completes."""
+    data = out.read_if_exists(RESTORE_RECORD)
+    if data is None:
+        if out.list_names("") or out.list_dirs(""):
+            raise RestoreError(f"{out.url} is not empty; restore into a new directory")
+        record = RestoreRecord(str(uuid.uuid4()), source, batch, mode)
+        if not out.publish(RESTORE_RECORD, record.to_json()):
+            raise RestoreError(f"another restore into {out.url} started at the same time")
+        return record
+    earlier = RestoreRecord.from_json(data, f"{out.url}/{RESTORE_RECORD}")
+    if (earlier.source, earlier.batch, earlier.mode) != (source, batch, mode):
+        raise RestoreError(
+            f"{out.url} holds a restore of {earlier.source} batch {earlier.batch} "
+            f"({earlier.mode}); rerun that restore, or delete {out.url}")
+    if out.read_if_exists(f"{COMMITS}/{batch + 1}") is not None:
+        raise RestoreError(f"{out.url} is already a complete restore of {source}; restore "
+                           "into a new directory")
+    return earlier
+
+
+def _offset_conf(offsets: bytes, where: str) -> dict[str, str]:
+    try:
+        return dict(json.loads(offsets.decode().splitlines()[1])["conf"])
+    except (ValueError, KeyError, IndexError) as e:
+        raise RestoreError(f"the offsets of {where} are not a Spark offset log entry "
+                           f"({e!r})") from e
+
+
+def _next_offsets(offsets: bytes, provider_class: str, partitions: int, where: str) -> bytes:
+    """Offsets N + 1: N's, with the provider and the partition count Spark will reuse."""
+    lines = offsets.decode().split("\n")
+    metadata = json.loads(lines[1])
+    metadata["conf"] = {**_offset_conf(offsets, where), PROVIDER_KEY: provider_class,
+                        PARTITIONS_CONF: str(partitions)}
+    lines[1] = json.dumps(metadata, separators=(",", ":"))
+    return "\n".join(lines).encode()
+
+
+def _is_operator_metadata(rel: str) -> bool:
+    parts = rel.split("/")
+    return len(parts) == 4 and parts[0] == STATE and parts[2] == "_metadata" \
+        and parts[3] == "metadata"
+
+
+def _rescaled_operator_metadata(data: bytes, partitions: int) -> bytes:
+    """Spark's operator metadata (v1) with every store's `numPartitions` set to the new count
+    (what Spark's own repartition updates)."""
+    version, _, body = data.decode().partition("\n")
+    if version != "v1":
+        return data  # v2 belongs to transformWithState, which routing.py refuses
+    metadata = json.loads(body)
+    for info in metadata.get("stateStoreInfo", []):
+        info["numPartitions"] = partitions
+    return f"{version}\n{json.dumps(metadata, separators=(',', ':'))}".encode()
+
+
+def _write_store(spark: SparkSession, savepoint: Storage, store: CanonicalStore, target: str,
+                 version: int, partitions: int, provider_class: str) -> None:
+    """One Spark job: the store's rows, routed by Spark's hash partitioning of the operator's
+    key columns, written partition by partition through the provider's API."""
+    where = _describe(savepoint, store)
+    rows = spark.read.parquet(f"{savepoint.url}/{store.path}").select("key", "value")
+    routed = rows.repartition(partitions, *[F.col("key")[c] for c in store.route_columns])
+    writer = _writer(spark)
+    written = writer.write(routed._jdf, f"{target}/{STATE}", store.operator, store.store_name,
+                           store.key_schema, store.value_schema, store.prefix_key_columns,
+                           partitions, version - 1, provider_class)
+    if sum(written) != store.rows:
+        raise RestoreError(f"{where}: wrote {sum(written)} rows, the savepoint holds "
+                           f"{store.rows}")
+
+
+def _writer(spark: SparkSession) -> JavaClass:
+    writer = spark._jvm.org.apache.spark.sql.execution.streaming.state.PyRocksStateWriter
+    if not isinstance(writer, JavaClass):  # py4j's answer for a class it cannot load
+        raise RestoreError("this SparkSession runs without the pyrocks shim, which writes the "
+                           "stores: build it with state_store.spark.configure(builder)")
+    return writer
+
+
+def _describe(savepoint: Storage, store: CanonicalStore) -> str:
+    return (f"operator {store.operator} ({store.operator_name}) store {store.store_name} of "
+            f"{savepoint.url}")
+
+
+def _check_store(spark: SparkSession, savepoint: Storage, store: CanonicalStore) -> None:
+    """The store can be routed, and its Parquet columns still have the store's types
+    (nullability aside): a file replaced by hand must not become wrong state."""
+    where = _describe(savepoint, store)
+    if not store.route_columns:
+        raise RestoreError(f"{where} has no key columns to route by (a global aggregation "
+                           "keeps its state in one partition): it cannot be restored")
+    schema = spark.read.parquet(f"{savepoint.url}/{store.path}").schema
+    missing = {"key", "value"} - set(schema.names)
+    if missing:
+        raise RestoreError(f"{where}: its Parquet files lack the column(s) "
+                           f"{', '.join(sorted(missing))}")
+    for column, recorded in (("key", store.key_schema), ("value", store.value_schema)):
+        want = StructType.fromJson(json.loads(recorded))
+        have = schema[column].dataType
+        if have.simpleString() != want.simpleString():  # nullability aside
+            raise RestoreError(f"{where}: its {column} column is {have.simpleString()}, but "
+                               f"the store's {column} schema is {want.simpleString()}")
+

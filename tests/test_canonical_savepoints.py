@@ -1,0 +1,407 @@
+"""Canonical savepoints with real Spark: taken of Spark's RocksDB and HDFS providers and of
+ours through Spark's state data source, restored onto ours, onto Spark's RocksDB provider,
+and at another partition count. Every restored query must give exactly the output its
+original gives when it simply continues, batch by batch.
+
+A canonical restore adds batch N + 1 (N's offsets with the new provider and partition count,
+as Spark's offline repartition does), so the restored query's batch b + 1 is the original's
+batch b from there on (`shifted`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from harness import (
+    HDFS,
+    PROVIDER_KEY,
+    Outputs,
+    assert_same_outputs,
+    checkpoint_of,
+    make_spark,
+    run_queries,
+    start_query,
+)
+from pyrocks_support import pyrocks_conf
+from state_store.cli import main
+from state_store.savepoint import RestoreError, SourceError, restore, savepoint
+from state_store.spark import PROVIDER_CLASS
+from streaming_queries import BY_NAME, QUERIES, QuerySpec, read, write_batch
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+SAVEPOINT_AFTER = 4  # batches 0..3 run before the savepoint, 4..7 after the restore
+RESCALED = ("agg_update", "window_append", "dedup_watermark", "join_left_outer",
+            "session_window", "apply_in_pandas_with_state")
+
+
+def shifted(outputs: Outputs, added: dict[str, int]) -> Outputs:
+    """The restored query's outputs renumbered as the original's: the restore added one
+    committed batch (added[name], the savepoint's batch + 1), so the restored query's batch
+    b + 1 is the original's b after it."""
+    return {name: {(b - 1 if b > added[name] else b): rows for b, rows in batches.items()
+                   if b != added[name]}
+            for name, batches in outputs.items()}
+
+
+def canonical_migration(work: Path, names: list[str], conf: dict[str, str], *,
+                        partitions: int | None = None, provider: str = "pyrocks") -> Outputs:
+    """Runs `names` for 4 batches under `conf`, takes a canonical savepoint of each, restores
+    it over the checkpoint's place, and runs 4 more batches there."""
+    specs = [BY_NAME[n] for n in names]
+    added: dict[str, int] = {}
+
+    def savepoint_and_restore(_: int) -> None:
+        spark = make_spark(conf)
+        try:
+            for spec in specs:
+                checkpoint = checkpoint_of(work, spec)
+                target = work / spec.name / "canonical"
+                info = savepoint(str(checkpoint), str(target), format="canonical", spark=spark)
+                assert info.format == "canonical"
+                added[spec.name] = info.batch + 1
+                checkpoint.rename(work / spec.name / "original")
+                restore(str(target), str(checkpoint), partitions=partitions,
+                        provider=provider, spark=spark)
+        finally:
+            spark.stop()
+
+    outputs = run_queries(specs, work, conf, restart_after=SAVEPOINT_AFTER,
+                          between_phases=savepoint_and_restore)
+    return shifted(outputs, added)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
+    """Every query, all 8 batches on Spark's HDFS provider (restarted after batch 3, as the
+    migrations are). Outputs do not depend on the provider or the partition count: the
+    correctness suite proves both, and each test below also checks its own original."""
+    work = tmp_path_factory.mktemp("reference")
+    return run_queries(QUERIES, work, {PROVIDER_KEY: HDFS}, restart_after=SAVEPOINT_AFTER)
+
+
+def restored_batch(checkpoint: Path) -> int:
+    """The batch a canonical restore added to `checkpoint` (its record names the batch
+    it restored; it added the one after)."""
+    return json.loads((checkpoint / "_restore.json").read_text())["batch"] + 1
+
+
+def offsets_conf(checkpoint: Path, batch: int) -> dict[str, str]:
+    return json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[1])["conf"]
+
+
+@pytest.mark.parametrize("original", [ROCKSDB, HDFS], ids=["from_rocksdb", "from_hdfs"])
+def test_a_query_moves_from_a_spark_provider_onto_ours_with_the_same_answers(
+        tmp_path: Path, reference: Outputs, original: str) -> None:
+    conf = {**pyrocks_conf(tmp_path / "pool"), PROVIDER_KEY: original}
+    outputs = canonical_migration(tmp_path, [q.name for q in QUERIES], conf)
+    assert_same_outputs(reference, outputs)
+    for spec in QUERIES:
+        checkpoint = checkpoint_of(tmp_path, spec)
+        added = restored_batch(checkpoint)
+        assert offsets_conf(checkpoint, added - 1)[PROVIDER_KEY] == original
+        assert offsets_conf(checkpoint, added)[PROVIDER_KEY] == PROVIDER_CLASS
+        stores = list((checkpoint / "state").glob("*/*/**/query-*/manifests"))
+        assert stores, f"{spec.name}: no store of ours in the restored checkpoint"
+
+
+def state_rows(spark: SparkSession, checkpoint: Path, batch: int) -> dict[str, set]:
+    """Every row of every store at `batch`, read through Spark's state data source."""
+    found = {}
+    metadata = spark.read.format("state-metadata").load(str(checkpoint)).collect()
+    for op in metadata:
+        frame = (spark.read.format("statestore").option("batchId", batch)
+                 .option("operatorId", op.operatorId).option("storeName", op.stateStoreName)
+                 .load(str(checkpoint)))
+        found[f"{op.operatorId}/{op.stateStoreName}"] = {
+            (r.partition_id, repr(r.key), repr(r.value)) for r in frame.collect()}
+    return found
+
+
+def misrouted_rows(spark: SparkSession, checkpoint: Path, batch: int, savepoint_dir: Path,
+                   partitions: int) -> list[str]:
+    """Rows whose partition is not the one Spark's HashPartitioning (Murmur3 of the routing
+    columns, pmod the partition count) sends their key to, checked per store."""
+    descriptor = json.loads((savepoint_dir / "_savepoint.json").read_text())
+    problems = []
+    for store in descriptor["canonical_stores"]:
+        frame = (spark.read.format("statestore").option("batchId", batch)
+                 .option("operatorId", store["operator"])
+                 .option("storeName", store["store_name"]).load(str(checkpoint)))
+        columns = ", ".join(f"key.`{c}`" for c in store["route_columns"])
+        wrong = frame.where(f"partition_id != pmod(hash({columns}), {partitions})").count()
+        total = frame.count()
+        if wrong or total != store["rows"]:
+            problems.append(f"{store['operator']}/{store['store_name']}: {wrong} misrouted, "
+                            f"{total} rows against {store['rows']} saved")
+    return problems
+
+
+@pytest.mark.parametrize(("original", "before", "after"), [(ROCKSDB, 4, 7), (None, 8, 3)],
+                         ids=["rocksdb_4_to_7", "ours_8_to_3"])
+def test_rescaling_routes_every_row_where_spark_does_and_keeps_the_answers(
+        tmp_path: Path, reference: Outputs, original: str | None, before: int,
+        after: int) -> None:
+    conf = {**pyrocks_conf(tmp_path / "pool"), PARTITIONS_KEY: str(before)}
+    if original:
+        conf[PROVIDER_KEY] = original
+    checked: list[str] = []
+    added: dict[str, int] = {}
+
+    def check_routing(_: int) -> None:
+        spark = make_spark(conf)
+        try:
+            for name in RESCALED:
+                spec = BY_NAME[name]
+                checkpoint = checkpoint_of(tmp_path, spec)
+                target = tmp_path / name / "canonical"
+                batch = savepoint(str(checkpoint), str(target), format="canonical",
+                                  spark=spark).batch
+                added[name] = batch + 1
+                checkpoint.rename(tmp_path / name / "original")
+                restore(str(target), str(checkpoint), partitions=after, spark=spark)
+                assert offsets_conf(checkpoint, batch)[PARTITIONS_KEY] == str(before)
+                assert offsets_conf(checkpoint, batch + 1)[PARTITIONS_KEY] == str(after)
+                assert misrouted_rows(spark, checkpoint, batch + 1, target, after) == []
+                checked.append(name)
+        finally:
+            spark.stop()
+
+    specs = [BY_NAME[n] for n in RESCALED]
+    outputs = run_queries(specs, tmp_path, conf, restart_after=SAVEPOINT_AFTER,
+                          between_phases=check_routing)
+    assert checked == list(RESCALED)
+    assert_same_outputs({n: reference[n] for n in RESCALED}, shifted(outputs, added))
+
+
+def test_round_trip_ours_canonical_ours_is_lossless(tmp_path: Path) -> None:
+    conf = pyrocks_conf(tmp_path / "pool")
+    names = ["agg_update", "join_inner", "session_window", "apply_in_pandas_with_state"]
+    run_queries([BY_NAME[n] for n in names], tmp_path, conf, batches=3, restart_after=2)
+    spark = make_spark(conf)
+    try:
+        for name in names:
+            source = checkpoint_of(tmp_path, BY_NAME[name])
+            first, second = tmp_path / name / "sp1", tmp_path / name / "sp2"
+            restored = tmp_path / name / "restored"
+            batch = savepoint(str(source), str(first), format="canonical", spark=spark).batch
+            restore(str(first), str(restored), spark=spark)
+            before = state_rows(spark, source, batch)
+            after = state_rows(spark, restored, batch + 1)
+            assert before == after and sum(map(len, before.values())) > 0, name
+            # ... and the restored checkpoint's canonical savepoint holds the same rows
+            savepoint(str(restored), str(second), format="canonical", spark=spark)
+            for store in before:
+                rows = [spark.read.parquet(str(sp / "canonical" / store))
+                        .select("partition_id", "key", "value").collect()
+                        for sp in (first, second)]
+                assert sorted(map(repr, rows[0])) == sorted(map(repr, rows[1])), store
+    finally:
+        spark.stop()
+
+
+def test_exit_path_restores_onto_spark_rocksdb_with_the_same_answers(
+        tmp_path: Path, reference: Outputs) -> None:
+    names = ["agg_update", "join_left_outer", "session_window", "apply_in_pandas_with_state"]
+    conf = pyrocks_conf(tmp_path / "pool")
+    outputs = canonical_migration(tmp_path, names, conf, provider="rocksdb")
+    assert_same_outputs({n: reference[n] for n in names}, outputs)
+    for name in names:
+        checkpoint = checkpoint_of(tmp_path, BY_NAME[name])
+        assert offsets_conf(checkpoint, restored_batch(checkpoint))[PROVIDER_KEY] == ROCKSDB
+        assert not list((checkpoint / "state").glob("**/query-*")), name
+        assert list((checkpoint / "state").glob("**/*.zip")), name
+
+
+def test_savepoint_is_readable_with_pyarrow_and_duckdb(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    spec = BY_NAME["agg_update"]
+    run_queries([spec], tmp_path, {PROVIDER_KEY: ROCKSDB}, batches=3, restart_after=2)
+    target = tmp_path / "sp"
+    assert main(["savepoint", str(checkpoint_of(tmp_path, spec)), str(target),
+                 "--format", "canonical", "--json"]) == 0
+    told = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert told["format"] == "canonical" and told["batch"] == 2
+    store = target / "canonical" / "0" / "default"
+    table = pq.read_table(store)  # the README's one-liners
+    counted = duckdb.sql(f"SELECT sum(value['count']) FROM '{store}/*.parquet'").fetchall()[0]
+    keys = sorted(row["k"] for row in table.column("key").to_pylist())
+    assert keys == list(range(11))  # every key of the query, typed: k is an int
+    assert counted == (sum(v["count"] for v in table.column("value").to_pylist()),)
+    assert counted[0] == 3 * 40  # 40 rows of side L per batch, three batches
+    # restored through the CLI, rescaled
+    restored = tmp_path / "restored"
+    assert main(["restore", str(target), str(restored), "--partitions", "5"]) == 0
+    assert offsets_conf(restored, restored_batch(restored))[PARTITIONS_KEY] == "5"
+    assert sorted(p.name for p in (restored / "state" / "0").iterdir()
+                  if not p.name.startswith("_")) == [str(p) for p in range(5)]
+    SparkSession.getActiveSession().stop()
+
+
+# ---- bad input: a clear error, nothing written ------------------------------------------
+
+@pytest.fixture(scope="module")
+def agg_savepoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("agg")
+    spec = BY_NAME["agg_update"]
+    conf = pyrocks_conf(work / "pool")
+    run_queries([spec], work, conf, batches=2, restart_after=1)
+    spark = make_spark(conf)
+    try:
+        savepoint(str(checkpoint_of(work, spec)), str(work / "sp"), format="canonical",
+                  spark=spark)
+    finally:
+        spark.stop()
+    return work / "sp"
+
+
+def test_refuses_a_partition_count_that_changes_nothing_or_is_not_positive(
+        tmp_path: Path, agg_savepoint: Path) -> None:
+    spark = make_spark(pyrocks_conf(tmp_path / "pool"))
+    try:
+        for count, says in ((3, "already has 3 partitions"), (0, "greater than zero")):
+            target = tmp_path / f"to-{count}"
+            with pytest.raises(RestoreError, match=says):
+                restore(str(agg_savepoint), str(target), partitions=count, spark=spark)
+            assert not target.exists() or not any(target.iterdir())
+        with pytest.raises(RestoreError, match="needs a canonical savepoint"):
+            restore(str(tmp_path / "anything"), str(tmp_path / "x"), partitions=4)
+    finally:
+        spark.stop()
+
+
+def test_refuses_a_savepoint_whose_rows_no_longer_have_the_store_types(
+        tmp_path: Path, agg_savepoint: Path) -> None:
+    damaged = tmp_path / "damaged"
+    shutil.copytree(agg_savepoint, damaged)
+    spark = make_spark(pyrocks_conf(tmp_path / "pool"))
+    try:
+        store = damaged / "canonical" / "0" / "default"
+        frame = spark.read.parquet(str(store)).selectExpr(
+            "partition_id", "named_struct('k', cast(key.k as string)) as key", "value")
+        frame.toPandas()  # read fully before the files are replaced
+        rows = frame.collect()
+        shutil.rmtree(store)
+        spark.createDataFrame(rows, frame.schema).write.parquet(str(store))
+        target = tmp_path / "restored"
+        with pytest.raises(RestoreError, match=r"operator 0 \(stateStoreSave\) store default"
+                                               r".*key column is struct<k:string>.*struct<k:int>"):
+            restore(str(damaged), str(target), spark=spark)
+        assert not target.exists()
+    finally:
+        spark.stop()
+
+
+def _group_by_side(spark: SparkSession, source: Path) -> DataFrame:
+    return read(spark, source).groupBy(F.col("side")).agg(F.count("*"))
+
+
+def _dedup_instead(spark: SparkSession, source: Path) -> DataFrame:
+    return read(spark, source).dropDuplicates(["k"]).select("k")
+
+
+@pytest.mark.parametrize(("build", "says"), [
+    (_group_by_side, ["STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "StructField(k,IntegerType",
+                      "StructField(side,StringType"]),
+    (_dedup_instead, ["stateStoreSave", "dedupe"]),
+], ids=["changed_key_schema", "other_operator"])
+def test_a_query_that_does_not_match_the_savepoint_fails_its_first_batch(
+        tmp_path: Path, agg_savepoint: Path, build: Callable[[SparkSession, Path], DataFrame],
+        says: list[str]) -> None:
+    spark = make_spark(pyrocks_conf(tmp_path / "pool"))
+    restored = tmp_path / "restored"
+    try:
+        restore(str(agg_savepoint), str(restored), spark=spark)
+        added = restored_batch(restored)
+        for batch in range(3):
+            write_batch(tmp_path / "agg_update" / "input", batch)
+        query = start_query(spark, QuerySpec("agg_update", "update", build), tmp_path, {},
+                            checkpoint=restored)
+        with pytest.raises(StreamingQueryException) as failure:
+            query.processAllAvailable()
+        message = str(failure.value)  # Spark's own checks, before any provider code runs
+        assert all(s in message for s in says), message
+        assert not (restored / "commits" / str(added + 1)).exists()
+    finally:
+        spark.stop()
+
+
+def test_refuses_a_checkpoint_whose_last_batch_is_uncommitted(tmp_path: Path) -> None:
+    spec = BY_NAME["agg_update"]
+    run_queries([spec], tmp_path, {PROVIDER_KEY: ROCKSDB}, batches=2, restart_after=1)
+    checkpoint = checkpoint_of(tmp_path, spec)
+    (checkpoint / "commits" / "1").unlink()  # batch 1 planned, never committed
+    spark = make_spark({PROVIDER_KEY: ROCKSDB})
+    try:
+        with pytest.raises(SourceError, match=r"last batch \(1\).*no commit"):
+            savepoint(str(checkpoint), str(tmp_path / "sp"), format="canonical", spark=spark)
+        assert not (tmp_path / "sp").exists()
+        info = savepoint(str(checkpoint), str(tmp_path / "sp0"), batch=0, format="canonical",
+                         spark=spark)
+        assert info.batch == 0
+    finally:
+        spark.stop()
+
+
+def test_refuses_a_checkpoint_without_a_committed_batch_or_its_offsets(tmp_path: Path) -> None:
+    """Spark's own repartition refuses these as NO_COMMITTED_BATCH and NO_BATCH_FOUND."""
+    empty, no_offsets = tmp_path / "empty", tmp_path / "no-offsets"
+    empty.mkdir()
+    (no_offsets / "commits").mkdir(parents=True)
+    (no_offsets / "metadata").write_text('{"id":"5f1b2c1e-0000-4000-8000-000000000000"}\n')
+    (no_offsets / "commits" / "0").write_text("v1\n{}")
+    spark = make_spark({PROVIDER_KEY: ROCKSDB})
+    try:
+        with pytest.raises(SourceError, match="not a Spark checkpoint"):
+            savepoint(str(empty), str(tmp_path / "sp1"), format="canonical", spark=spark)
+        with pytest.raises(SourceError, match="lacks the offsets of batch 0"):
+            savepoint(str(no_offsets), str(tmp_path / "sp2"), format="canonical", spark=spark)
+        assert not (tmp_path / "sp1").exists() and not (tmp_path / "sp2").exists()
+    finally:
+        spark.stop()
+
+
+def test_rescaling_twice_up_then_down_keeps_the_answers(tmp_path: Path) -> None:
+    """The sequence Spark's own offline repartition tests run (3 partitions, then 6, then
+    2) on aggregation, deduplication and applyInPandasWithState, against the same queries
+    left at 3 partitions on Spark's HDFS provider."""
+    names = ["agg_update", "dedup_watermark", "apply_in_pandas_with_state"]
+    specs = [BY_NAME[n] for n in names]
+    cuts = [3, 6]
+    reference = run_queries(specs, tmp_path / "reference", {PROVIDER_KEY: HDFS}, batches=9,
+                            restart_after=cuts)
+    work = tmp_path / "rescaled"
+    conf = {**pyrocks_conf(tmp_path / "pool"), PROVIDER_KEY: ROCKSDB}
+    added: dict[str, list[int]] = {n: [] for n in names}
+
+    def rescale(phase: int) -> None:
+        spark = make_spark(conf)
+        try:
+            for spec in specs:
+                checkpoint = checkpoint_of(work, spec)
+                target = work / spec.name / f"canonical-{phase}"
+                batch = savepoint(str(checkpoint), str(target), format="canonical",
+                                  spark=spark).batch
+                added[spec.name].append(batch + 1)
+                checkpoint.rename(work / spec.name / f"before-{phase}")
+                restore(str(target), str(checkpoint), partitions={1: 6, 2: 2}[phase],
+                        spark=spark)
+        finally:
+            spark.stop()
+
+    outputs = run_queries(specs, work, conf, batches=9, restart_after=cuts,
+                          between_phases=rescale)
+    for index in (1, 0):  # the later added batch first: it is numbered after the earlier
+        outputs = shifted(outputs, {n: added[n][index] for n in names})
+    assert_same_outputs(reference, outputs)
