@@ -113,6 +113,35 @@ def _pandas_state(spark: SparkSession, source: Path) -> DataFrame:
         "Update", GroupStateTimeout.NoTimeout)
 
 
+def _totals_until_quiet(key: tuple, frames: Iterator[pd.DataFrame],
+                        state: GroupState) -> Iterator[pd.DataFrame]:
+    """Running totals per (k, 20-second bucket), emitted with expired=True and dropped once
+    the watermark passes 15 s after the newest event seen: event-time timeouts fire."""
+    if state.hasTimedOut:
+        count, total = state.get
+        state.remove()
+        yield pd.DataFrame({"k": [key[0]], "bucket": [key[1]], "count": [count],
+                            "total": [total], "expired": [True]})
+        return
+    count, total = state.get if state.exists else (0, 0)
+    newest = 0
+    for frame in frames:
+        count, total = count + len(frame), total + int(frame["v"].sum())
+        newest = max(newest, int(frame["ts"].max()))
+    state.update((count, total))
+    state.setTimeoutTimestamp(max(newest * 1000 + 15_000, state.getCurrentWatermarkMs() + 1))
+    yield pd.DataFrame({"k": [key[0]], "bucket": [key[1]], "count": [count], "total": [total],
+                        "expired": [False]})
+
+
+def _pandas_event_timeout(spark: SparkSession, source: Path) -> DataFrame:
+    events = read(spark, source).withWatermark("t", WATERMARK).withColumn(
+        "bucket", (F.col("ts") / 20).cast("long"))
+    return events.groupBy("k", "bucket").applyInPandasWithState(
+            _totals_until_quiet, "k int, bucket long, count long, total long, expired boolean",
+            "count long, total long", "Update", GroupStateTimeout.EventTimeTimeout)
+
+
 QUERIES: tuple[QuerySpec, ...] = (
     QuerySpec("agg_update", "update", _agg),
     QuerySpec("agg_complete", "complete", _agg),
@@ -123,5 +152,6 @@ QUERIES: tuple[QuerySpec, ...] = (
     QuerySpec("join_left_outer", "append", _join("left_outer")),
     QuerySpec("session_window", "append", _sessions),
     QuerySpec("apply_in_pandas_with_state", "update", _pandas_state),
+    QuerySpec("apply_in_pandas_event_timeout", "update", _pandas_event_timeout),
 )
 BY_NAME = {q.name: q for q in QUERIES}

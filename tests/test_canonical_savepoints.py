@@ -42,7 +42,7 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 SAVEPOINT_AFTER = 4  # batches 0..3 run before the savepoint, 4..7 after the restore
 RESCALED = ("agg_update", "window_append", "dedup_watermark", "join_left_outer",
-            "session_window", "apply_in_pandas_with_state")
+            "session_window", "apply_in_pandas_with_state", "apply_in_pandas_event_timeout")
 
 
 def shifted(outputs: Outputs, added: dict[str, int]) -> Outputs:

@@ -21,7 +21,7 @@ from state_store.storage import open_storage
 from streaming_queries import BY_NAME, QUERIES
 
 WATERMARKED = {"window_append", "dedup_watermark", "dedup_within_watermark", "join_inner",
-               "join_left_outer", "session_window"}
+               "join_left_outer", "session_window", "apply_in_pandas_event_timeout"}
 CLUSTER_SUBSET = ("agg_update", "join_left_outer", "session_window", "dedup_within_watermark")
 S3_SUBSET = ("agg_complete", "join_inner", "window_append", "apply_in_pandas_with_state")
 
