@@ -41,11 +41,16 @@ def test_a_failed_build_names_the_compiler_error(
 
 
 @pytest.mark.parametrize(("version", "since"), [
-    ("4.0.5", {"coordinator": "since-4.0", "range-scan": "since-4.0"}),
-    ("4.1.4", {"coordinator": "since-4.1", "range-scan": "since-4.0"}),
-    ("4.2.1", {"coordinator": "since-4.1", "range-scan": "since-4.2"}),
-    ("4.3.0", {"coordinator": "since-4.1", "range-scan": "since-4.2"}),
-    ("4.4.0.dev1", {"coordinator": "since-4.1", "range-scan": "since-4.2"}),
+    ("4.0.5", {"coordinator": "since-4.0", "fine-grained-replay": "since-4.0",
+               "range-scan": "since-4.0"}),
+    ("4.1.4", {"coordinator": "since-4.1", "fine-grained-replay": "since-4.1",
+               "range-scan": "since-4.0"}),
+    ("4.2.1", {"coordinator": "since-4.1", "fine-grained-replay": "since-4.1",
+               "range-scan": "since-4.2"}),
+    ("4.3.0", {"coordinator": "since-4.1", "fine-grained-replay": "since-4.1",
+               "range-scan": "since-4.2"}),
+    ("4.4.0.dev1", {"coordinator": "since-4.1", "fine-grained-replay": "since-4.1",
+                    "range-scan": "since-4.2"}),
 ])
 def test_each_release_compiles_with_its_variant_of_each_concern(version: str,
                                                                 since: dict[str, str]) -> None:
