@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, tuple[str, ...]] = {
     "memory": (),
     "savepoints": (),
     "query_end": (),
+    "canonical": (),
 }
 SUMMARY_JSON = report.RESULTS_DIR / "summary.json"
 SUMMARY_PNG = report.RESULTS_DIR / "summary.png"
