@@ -14,7 +14,6 @@ savepoint that nothing uses. The source is only read.
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -138,9 +137,3 @@ def _read_state(spark: SparkSession, url: str, batch: int, operator: int,
     return (spark.read.format("statestore").option("batchId", batch)
             .option("operatorId", operator).option("storeName", store_name).load(url))
 
-
-def describe_schema(schema_json: str) -> str:
-    """A store schema for error messages: `struct<k:int,...>`."""
-    from pyspark.sql.types import StructType
-
-    return StructType.fromJson(json.loads(schema_json)).simpleString()

@@ -39,7 +39,7 @@ from .layout import (
     SavepointDescriptor,
 )
 from .restore import RestoreError, put
-from .sources import COMMITS, METADATA, OFFSETS, STATE, absolute_url
+from .sources import COMMITS, METADATA, OFFSETS, STATE, SparkCheckpoint, absolute_url
 
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -64,7 +64,8 @@ def restore_canonical(spark: SparkSession, savepoint: Storage, descriptor: Savep
     spark_root = savepoint.child(CHECKPOINT_DIR)
     batch = descriptor.batch
     offsets = spark_root.read(f"{OFFSETS}/{batch}", f"offsets of batch {batch} of {savepoint.url}")
-    current = int(_offset_conf(offsets, savepoint.url)[PARTITIONS_CONF])
+    recorded = SparkCheckpoint(spark_root).batch_conf(batch)
+    current = int(recorded[PARTITIONS_CONF])
     count = _partition_count(current, partitions)
     for store in descriptor.canonical_stores:  # refuse before anything is written
         _check_store(spark, savepoint, store)
@@ -80,8 +81,8 @@ def restore_canonical(spark: SparkSession, savepoint: Storage, descriptor: Savep
         put(out, rel, _rescaled_operator_metadata(data, count) if _is_operator_metadata(rel)
             else data)
     put(out, METADATA, json.dumps({"id": record.query_id}).encode() + b"\n")
-    put(out, f"{OFFSETS}/{batch + 1}", _next_offsets(offsets, providers[provider], count,
-                                                     savepoint.url))
+    put(out, f"{OFFSETS}/{batch + 1}", _next_offsets(offsets, recorded, providers[provider],
+                                                     count))
     for store in descriptor.canonical_stores:
         _write_store(spark, savepoint, store, target, batch + 2, count, providers[provider])
     commit = spark_root.read(f"{COMMITS}/{batch}", f"commit of batch {batch} of {savepoint.url}")
@@ -124,19 +125,12 @@ def _resume_or_start(out: Storage, source: str, batch: int, mode: str) -> Restor
     return earlier
 
 
-def _offset_conf(offsets: bytes, where: str) -> dict[str, str]:
-    try:
-        return dict(json.loads(offsets.decode().splitlines()[1])["conf"])
-    except (ValueError, KeyError, IndexError) as e:
-        raise RestoreError(f"the offsets of {where} are not a Spark offset log entry "
-                           f"({e!r})") from e
-
-
-def _next_offsets(offsets: bytes, provider_class: str, partitions: int, where: str) -> bytes:
+def _next_offsets(offsets: bytes, recorded: dict[str, str], provider_class: str,
+                  partitions: int) -> bytes:
     """Offsets N + 1: N's, with the provider and the partition count Spark will reuse."""
     lines = offsets.decode().split("\n")
     metadata = json.loads(lines[1])
-    metadata["conf"] = {**_offset_conf(offsets, where), PROVIDER_KEY: provider_class,
+    metadata["conf"] = {**recorded, PROVIDER_KEY: provider_class,
                         PARTITIONS_CONF: str(partitions)}
     lines[1] = json.dumps(metadata, separators=(",", ":"))
     return "\n".join(lines).encode()
