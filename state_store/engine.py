@@ -131,16 +131,8 @@ class VersionedStore:
         the next commit publishes version + 1 without any earlier version existing."""
         if version < 0:
             raise StateStoreError(f"cannot load negative version {version} of {self.name}")
-        self.snapshots.drain()
-        self._close_db()
-        shutil.rmtree(self.local_dir, ignore_errors=True)
-        self.local_dir.mkdir(parents=True)
-        self._open_db(self.local_dir / f"db-{uuid.uuid4().hex}")
-        self.snapshots.adopt(None)
-        self.pending.clear()
-        self.manifest, self.num_keys = None, 0
-        self.loaded_version, self.empty_base = version, version > 0
-        self.metrics.rebuilds += 1
+        self._rebuild(version, [None])  # the plan of version 0: no snapshot, no changelog
+        self.empty_base = version > 0
 
     def _catch_up(self, version: int) -> bool:
         """Replays only the missing changelogs when the clean working copy is behind (another
