@@ -27,7 +27,7 @@ from .manifest import Changelog, Manifest
 from .memory import RocksMemory
 from .options import StoreOptions
 from .records import DEFAULT_CF, EXISTED, KNOWN, OP_MASK, Op
-from .snapshots import Snapshotter
+from .snapshots import Snapshotter, Taken
 
 # Plain ints for the per-record loop: reading an IntEnum member costs ~130 ns on 3.11.
 _PUT, _DELETE = int(Op.PUT), int(Op.DELETE)
@@ -81,8 +81,9 @@ UNTRACKED = -1
 class VersionedStore:
     def __init__(self, name: str, checkpoint: Checkpoint, local_dir: Path,
                  opts: StoreOptions, uploads: Executor, memory: RocksMemory | None = None,
-                 writer: str = "") -> None:
+                 writer: str = "", epoch: int = 0) -> None:
         self.name = name
+        self.epoch = epoch  # the run epoch this store's commits publish under (manifest.py)
         self.checkpoint = checkpoint
         self.local_dir = local_dir
         self.opts = opts
@@ -140,14 +141,17 @@ class VersionedStore:
         current = self.loaded_version
         if current is None or self.pending or version < current:
             return False
-        manifest = self.checkpoint.read_manifest(version)
+        index = self.checkpoint.index()
+        manifest = self.checkpoint.read_manifest(version, index)
+        if manifest.lineage_of(current) != (self.manifest.lineage if self.manifest else None):
+            return False  # built on another attempt's (or a later run's) `current`
         missing = manifest.changelogs_after(current)
         if len(missing) != version - current:
             return False  # the chain starts after our version: rebuild from a snapshot
         base = None
         if manifest.snapshot_version is not None:
             try:
-                base = self.checkpoint.read_snapshot(manifest.snapshot_version)
+                base = self.checkpoint.base_snapshot(manifest, index)
             except CorruptFileError:
                 return False  # gone meanwhile: rebuild from what the manifest can still use
         self.loaded_version = None  # until the replay is complete, the copy is neither
@@ -389,11 +393,12 @@ class VersionedStore:
         changelog = self.checkpoint.write_changelog(new_version, bytes(self.pending))
         self.metrics.changelog_bytes += changelog.file.size
         chain = self._chain_with(changelog)
+        forced: Taken | None = None
         if self.empty_base:
             # No version before this one exists: its manifest must be based on its own
             # snapshot, which holds everything (a chain from 0 would name missing versions).
-            self.snapshots.take_now(self._db(), new_version, self.num_keys,
-                                    changelog.file.name)
+            forced = self.snapshots.take_now(self._db(), new_version, self.num_keys,
+                                             changelog.file.name)
             chain = self._chain_with(changelog)
         elif self._beyond_replay_bound(chain):
             self.snapshots.drain()
@@ -401,18 +406,22 @@ class VersionedStore:
             if self._beyond_replay_bound(chain):
                 # Published before the manifest (the manifest names it), so it carries this
                 # attempt's lineage: if the attempt loses, no winner ever starts from it.
-                self.snapshots.take_now(self._db(), new_version, self.num_keys,
-                                        changelog.file.name)
+                forced = self.snapshots.take_now(self._db(), new_version, self.num_keys,
+                                                 changelog.file.name)
                 self.metrics.forced_snapshots += 1
                 chain = self._chain_with(changelog)
         base = self.snapshots.base
         manifest = Manifest(new_version, None if base is None else base.version, chain,
                             self.num_keys, self.column_families(),
                             base_lineage="" if base is None else base.lineage,
-                            writer=self.writer)
+                            writer=self.writer, epoch=self.epoch)
         if not self.checkpoint.publish_manifest(manifest):
-            # Another attempt of this batch published first; its files are the version now.
+            # Another attempt of this run published first; its files are the version now,
+            # and this attempt's own files (changelog, forced snapshot) serve nobody.
+            if forced is not None:
+                self.checkpoint.withdraw_snapshot(forced.descriptor, set(forced.reused))
             self.checkpoint.discard_unpublished([changelog.file])
+            self.snapshots.adopt(None)
             self.loaded_version, self.manifest = None, None
             self.pending.clear()
             self.empty_base = False

@@ -32,3 +32,21 @@ class UnsupportedStorageError(StateStoreError):
 class ClaimedCheckpointError(StateStoreError):
     """The checkpoint's state was claimed by a restored query: running it would delete
     files that query owns now."""
+
+
+class StorageError(StateStoreError):
+    """A storage operation kept failing after its retries."""
+
+
+# OS errors that are answers, not accidents: retrying cannot change them.
+_ANSWERS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+            PermissionError)
+
+
+def is_transient(e: BaseException) -> bool:
+    """Whether retrying may succeed where `e` failed: a network or I/O failure, or a
+    storage operation that ran out of its own retries. A damaged or missing file, a bad
+    record or option, a refusal, a programming error: retrying changes nothing."""
+    if isinstance(e, StorageError):
+        return True
+    return isinstance(e, OSError) and not isinstance(e, _ANSWERS)

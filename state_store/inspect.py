@@ -13,7 +13,7 @@ from .checkpoint import QUERY_DIR_PREFIX, Checkpoint
 from .manifest import MANIFEST_DIR, FileRef, Owner
 from .savepoint.layout import CLAIM_MARKER, CLAIM_RELEASE, RESTORE_RECORD
 from .savepoint.sources import stores_under_root
-from .seeding import SEED_FILE, Seed
+from .seeding import CLAIM, SEED_FILE, Seed, trusted_roots
 from .storage import Storage
 
 
@@ -73,8 +73,10 @@ def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list
             reports.append(describe_store(Checkpoint(own, rel), retain, orphan_margin_s))
             continue
         at_base = storage.child(base) if base else storage
-        report = describe_store(Checkpoint(own, rel, at_base), retain, orphan_margin_s)
-        report.query_id = name[len(QUERY_DIR_PREFIX):]
+        query_id = name[len(QUERY_DIR_PREFIX):]
+        checkpoint = Checkpoint(own, rel, at_base, trusted_roots(at_base, query_id))
+        report = describe_store(checkpoint, retain, orphan_margin_s)
+        report.query_id = query_id
         queries.setdefault(base, {})[report.query_id] = report
         reports.append(report)
     current = _checkpoint_query_id(storage)
@@ -116,20 +118,25 @@ def describe_location(storage: Storage, retain: int, orphan_margin_s: float,
     depends on. A restored store that has not opened yet still depends on its source; so
     does one this report cannot see: the list errs on the side of keeping a source."""
     query_id = _checkpoint_query_id(storage)
+    seeds = _seeds(storage)
     if state_root is not None and query_id:
-        stores = [describe_store(Checkpoint(root, key), retain, orphan_margin_s)
-                  for key, root in sorted(stores_under_root(state_root, query_id).items())]
         roots = stores_under_root(state_root, query_id)
+        stores = [describe_store(Checkpoint(root, key, trusted_roots=_trusted(seeds, key,
+                                                                              query_id)),
+                                 retain, orphan_margin_s)
+                  for key, root in sorted(roots.items())]
     else:
         stores = describe_root(storage, retain, orphan_margin_s)
         roots = {}
-    seeds = _seeds(storage)
     depends: set[str] = set()
     for key, seed in seeds.items():
+        # A no-claim restore copied its stores already; a claim is applied at first open.
+        if seed.mode != CLAIM or seed.query_id != query_id:
+            continue
         root = roots.get(key) or storage.child(f"state/{key}/{QUERY_DIR_PREFIX}{seed.query_id}")
-        if seed.query_id == query_id and not Checkpoint(root, key).versions():
+        if not Checkpoint(root, key).versions():
             depends.add(seed.source)
-    by_root = {seed.source_root: seed.source for seed in seeds.values()}
+    by_root = {root: seed.source for seed in seeds.values() for root in seed.roots}
     for report in stores:
         if not report.stale:
             depends.update(by_root.get(root, root) for root in report.references)
@@ -137,6 +144,12 @@ def describe_location(storage: Storage, retain: int, orphan_margin_s: float,
     return LocationReport(
         storage.url, "checkpoint" if query_id else "state root", query_id, sorted(depends),
         json.loads(restored) if restored else None, _claim(storage), stores)
+
+
+def _trusted(seeds: dict[str, Seed], key: str, query_id: str) -> frozenset[str]:
+    seed = seeds.get(key)
+    return frozenset(seed.roots) if seed is not None and seed.query_id == query_id \
+        else frozenset()
 
 
 def _claim(storage: Storage) -> dict[str, Any] | None:
@@ -191,38 +204,35 @@ def _checkpoint_query_id(storage: Storage) -> str | None:
 
 def describe_store(checkpoint: Checkpoint, retain: int, orphan_margin_s: float) -> StoreReport:
     report = StoreReport(checkpoint.storage.url)
+    index = checkpoint.index()
     previous: set[str] = set()
-    for version in checkpoint.versions():
-        plan = checkpoint.plan_load(version)
-        files = [*(plan.snapshot.files if plan.snapshot else []),
-                 *(c.file for c in plan.changelogs)]
-        names = {f.name for f in files}
+    all_files: dict[str, FileRef] = {}
+    for version in index.versions():
+        plan = checkpoint.plan_load(version, index)
+        names = {f.name for f in plan.files}
         report.versions.append(VersionReport(
             version, plan.manifest.num_keys, plan.snapshot.version if plan.snapshot else None,
-            [c.version for c in plan.changelogs], _size(files),
-            _size(f for f in files if f.name in previous)))
+            [c.version for c in plan.changelogs], _size(plan.files),
+            _size(f for f in plan.files if f.name in previous)))
         previous = names
+        all_files.update((c.file.name, c.file) for c in plan.manifest.changelogs)
     previous = set()
-    all_files: dict[str, FileRef] = {}
-    for version in checkpoint.snapshot_versions():
-        snap = checkpoint.read_snapshot(version)
+    for path in reversed(index.snapshot_paths()):
+        snap = checkpoint.read_snapshot_at(path)
         report.snapshots.append(SnapshotReport(
-            version, snap.full,
+            snap.version, snap.full,
             [{"name": f.name, "size": f.size, "owner": f.owner.value,
               "local_name": f.local_name} for f in snap.files],
             _size(snap.files), _size(f for f in snap.files if f.name in previous)))
         previous = {f.name for f in snap.files}
         all_files.update((f.name, f) for f in snap.files)
-    for version in checkpoint.versions():
-        changelogs = checkpoint.read_manifest(version).changelogs
-        all_files.update((c.file.name, c.file) for c in changelogs)
     report.owned_bytes = sum(f.size for f in all_files.values() if f.owner is Owner.OWNED)
     report.references = sorted({f.root for f in all_files.values() if f.root})
     gc = checkpoint.plan_garbage(retain, orphan_margin_s)
     report.gc_would_delete = {
-        "manifests": gc.expired_manifests, "snapshots": gc.expired_snapshots,
-        "files": [f.name for f in gc.garbage], "orphans": gc.orphans,
-        "stale_queries": gc.stale_queries,
+        "manifests": gc.expired_manifests, "superseded": gc.superseded_manifests,
+        "snapshots": gc.expired_snapshots, "files": [f.name for f in gc.garbage],
+        "orphans": gc.orphans, "stale_queries": gc.stale_queries,
     }
     return report
 
@@ -246,7 +256,8 @@ def format_report(report: StoreReport) -> str:
             lines.append(f"      {f['name']}  {f['size']:,} B  {f['owner']}")
     gc = report.gc_would_delete
     lines.append(f"  GC would delete: {len(gc['manifests'])} manifests {gc['manifests']}, "
-                 f"{len(gc['snapshots'])} snapshots {gc['snapshots']}, {len(gc['files'])} files, "
+                 f"{len(gc['superseded'])} superseded by a later run, "
+                 f"{len(gc['snapshots'])} snapshots, {len(gc['files'])} files, "
                  f"{len(gc['orphans'])} orphans, "
                  f"{len(gc['stale_queries'])} earlier queries' roots {gc['stale_queries']}")
     return "\n".join(lines)

@@ -11,20 +11,34 @@ retained records alone tells which files are live: that is the shared-file regis
 (checkpoint.Registry).
 
 Layout under a store root:
-  manifests/<version:020d>.json   one per committed version
-  snapshots/<version:020d>.json   one per uploaded snapshot
-  files/<uuid>.changelog          the writes of one version (records.py encoding)
-  files/<uuid>-<local name>       a file of a RocksDB checkpoint (SST, MANIFEST, OPTIONS, ...)
+  manifests/<version:020d>.json             a version published by run epoch 0
+  manifests/<version:020d>-<epoch:010d>.json  ... by a later run of the query (epoch > 0)
+  snapshots/<version:020d>-<lineage>.json   one per uploaded snapshot, named by its lineage
+  snapshots/<version:020d>.json             (snapshots written before lineage names)
+  files/<uuid>.changelog                    the writes of one version (records.py encoding)
+  files/<uuid>-<local name>                 a file of a RocksDB checkpoint (SST, MANIFEST, ...)
+
+Run epochs: every run of a query publishes under a run epoch that the driver advances at
+each query start (`RunEpochs` in the shim). Among attempts of one run, the first to publish
+a version wins (put-if-absent on the same name); a later run supersedes what an earlier one
+published for the same version (a user rewound the checkpoint by deleting its last offsets
+and commits, and the batch runs again): a version is its manifest of the highest epoch.
+A zombie attempt of an earlier run writes under its own, lower epoch, so it can never
+replace what a later run published.
+
+Every name in a record is checked where the record is parsed (names.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
 from .errors import CorruptFileError
+from .names import file_name, root_url
 from .storage import Written
 
 FORMAT_VERSION = 1
@@ -32,21 +46,25 @@ KIND = "pyrocks-state-store"
 MANIFEST_DIR = "manifests"
 SNAPSHOT_DIR = "snapshots"
 FILES_DIR = "files"
+_CHECKSUM = re.compile(r"crc32:[0-9a-f]{8}")
+_MANIFEST_NAME = re.compile(r"(\d{20})(?:-(\d{10}))?\.json")
+_SNAPSHOT_NAME = re.compile(r"(\d{20})(?:-([A-Za-z0-9._-]+))?\.json")
 
 
 class Owner(str, Enum):
-    """Who may delete a file. Only OWNED files are ever garbage-collected by this store."""
+    """Who may delete a file. Only OWNED files, and CLAIMED ones in a root a restore
+    recorded, are ever garbage-collected by this store."""
 
     OWNED = "owned"
     CLAIMED = "claimed"  # taken over from another query's checkpoint (CLAIM restore)
-    # Read-only to us, never deleted. Not written by this build: a NO_CLAIM restore copies
-    # the source's files at a store's first open instead (seeding.py).
+    # Read-only to us, never deleted. Not written by this build (a NO_CLAIM restore copies
+    # the source's files instead), but read.
     SHARED = "shared"
 
 
 @dataclass(frozen=True, slots=True)
 class FileRef:
-    name: str  # path relative to the files/ directory of `root`
+    name: str  # a file name inside the files/ directory of `root`
     size: int
     checksum: str
     owner: Owner = Owner.OWNED
@@ -73,7 +91,8 @@ class SnapshotDescriptor:
     `lineage` names the attempt whose state it captures: the changelog file of its version
     in the manifest that attempt published. Two attempts of one batch write different
     changelogs, so a snapshot of a losing attempt never matches the winner's manifest
-    (see `Manifest.can_start_from`).
+    (see `Manifest.can_start_from`). Its record is named by version and lineage, so the
+    snapshots of two attempts never compete for one name.
     """
 
     version: int
@@ -84,6 +103,10 @@ class SnapshotDescriptor:
     format_version: int = FORMAT_VERSION
     kind: str = KIND
 
+    @property
+    def path(self) -> str:
+        return snapshot_path(self.version, self.lineage)
+
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
@@ -91,12 +114,14 @@ class SnapshotDescriptor:
     def from_json(data: bytes, where: str) -> SnapshotDescriptor:
         raw = checked_record(data, where)
         try:
+            lineage = str(raw.get("lineage", ""))
             return SnapshotDescriptor(
-                version=int(raw["version"]), files=[_file_ref(f) for f in raw["files"]],
+                version=_version(raw["version"]),
+                files=[_file_ref(f, where, f"files[{i}]") for i, f in enumerate(raw["files"])],
                 num_keys=int(raw["num_keys"]), full=bool(raw["full"]),
-                lineage=str(raw.get("lineage", "")),
+                lineage=lineage and file_name(lineage, where, "lineage"),
             )
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptFileError(f"{where} is not a valid snapshot descriptor: {e!r}") from e
 
 
@@ -116,8 +141,13 @@ class Manifest:
     column_families: list[str] = field(default_factory=list)
     base_lineage: str = ""  # the base snapshot's lineage: only that snapshot may serve
     writer: str = ""  # the JVM and worker that published it (for people and tests)
+    epoch: int = 0  # the run that published it (see the module docstring)
     format_version: int = FORMAT_VERSION
     kind: str = KIND
+
+    @property
+    def path(self) -> str:
+        return manifest_path(self.version, self.epoch)
 
     def changelogs_after(self, version: int | None) -> list[Changelog]:
         return [c for c in self.changelogs if version is None or c.version > version]
@@ -157,18 +187,22 @@ class Manifest:
         raw = checked_record(data, where)
         try:
             snapshot = raw["snapshot_version"]
+            lineage = str(raw.get("base_lineage", ""))
             return Manifest(
-                version=int(raw["version"]),
-                snapshot_version=None if snapshot is None else int(snapshot),
+                version=_version(raw["version"]),
+                snapshot_version=None if snapshot is None else _version(snapshot),
                 changelogs=[
-                    Changelog(int(c["version"]), _file_ref(c["file"])) for c in raw["changelogs"]
+                    Changelog(_version(c["version"]),
+                              _file_ref(c["file"], where, f"changelogs[{i}].file"))
+                    for i, c in enumerate(raw["changelogs"])
                 ],
                 num_keys=int(raw["num_keys"]),
-                column_families=list(raw["column_families"]),
-                base_lineage=str(raw.get("base_lineage", "")),
+                column_families=[str(cf) for cf in raw["column_families"]],
+                base_lineage=lineage and file_name(lineage, where, "base_lineage"),
                 writer=str(raw.get("writer", "")),
+                epoch=_version(raw.get("epoch", 0)),
             )
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptFileError(f"{where} is not a valid manifest: {e!r}") from e
 
 
@@ -190,26 +224,57 @@ def checked_record(data: bytes, where: str, kind: str = KIND,
     return raw
 
 
-def _file_ref(raw: dict[str, Any]) -> FileRef:
-    return FileRef(
-        name=raw["name"], size=int(raw["size"]), checksum=raw["checksum"],
-        owner=Owner(raw["owner"]), local_name=raw.get("local_name", ""),
-        root=str(raw.get("root", "")),
-    )
+def _version(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{value!r} is not a version (an integer >= 0)")
+    return value
 
 
-def manifest_path(version: int) -> str:
-    return f"{MANIFEST_DIR}/{version:020d}.json"
+def _file_ref(raw: dict[str, Any], where: str, field: str) -> FileRef:
+    """A file reference, its every name checked (names.py) and its owner consistent with
+    its root: a file we own lives in our root, a claimed one in the root it came from."""
+    owner = Owner(raw["owner"])
+    size, checksum = raw["size"], raw["checksum"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError(f"{field}.size {size!r} is not a size")
+    if not isinstance(checksum, str) or not _CHECKSUM.fullmatch(checksum):
+        raise ValueError(f"{field}.checksum {checksum!r} is not a checksum")
+    local = raw.get("local_name", "")
+    root = raw.get("root", "")
+    ref = FileRef(
+        name=file_name(raw["name"], where, f"{field}.name"), size=size, checksum=checksum,
+        owner=owner, local_name=local and file_name(local, where, f"{field}.local_name"),
+        root=root and root_url(root, where, f"{field}.root"))
+    if (owner is Owner.OWNED) != (ref.root == ""):
+        raise CorruptFileError(
+            f"{where}: field {field}.root holds {ref.root!r} for a file owned "
+            f"{owner.value}: a file this store owns lives in its own root (root \"\"), any "
+            "other names the root it came from; nothing was read, written or deleted because "
+            "of it")
+    return ref
 
 
-def snapshot_path(version: int) -> str:
-    return f"{SNAPSHOT_DIR}/{version:020d}.json"
+def manifest_path(version: int, epoch: int = 0) -> str:
+    suffix = f"-{epoch:010d}" if epoch else ""
+    return f"{MANIFEST_DIR}/{version:020d}{suffix}.json"
 
 
-def parse_record_name(name: str) -> int | None:
-    """The version in a manifest or snapshot descriptor name; None for anything else."""
-    stem, dot, ext = name.partition(".")
-    return int(stem) if dot and ext == "json" and stem.isdigit() else None
+def snapshot_path(version: int, lineage: str) -> str:
+    suffix = f"-{lineage}" if lineage else ""
+    return f"{SNAPSHOT_DIR}/{version:020d}{suffix}.json"
+
+
+def parse_manifest_name(name: str) -> tuple[int, int] | None:
+    """(version, epoch) of a manifest record's file name; None for anything else."""
+    match = _MANIFEST_NAME.fullmatch(name)
+    return None if match is None else (int(match[1]), int(match[2] or 0))
+
+
+def parse_snapshot_name(name: str) -> tuple[int, str | None] | None:
+    """(version, lineage) of a snapshot record's file name (lineage None: a record named
+    before lineage names, whose lineage is inside it); None for anything else."""
+    match = _SNAPSHOT_NAME.fullmatch(name)
+    return None if match is None else (int(match[1]), match[2])
 
 
 def file_path(name: str) -> str:

@@ -166,16 +166,22 @@ class StoreOptions:
 
 
 def validate(raw: Mapping[str, str]) -> dict[str, Any]:
-    """Checks every pyrocks key in `raw` (full Spark keys or short ones); returns parsed values.
+    """Checks every pyrocks key in `raw` (full Spark keys, or short ones such as
+    `snapshotInterval`); returns parsed values by short key.
 
-    Keys outside the pyrocks prefix are ignored: Spark hands the provider every
-    `spark.sql.streaming.stateStore.*` key.
+    Keys with a dot outside the pyrocks prefix are ignored: Spark hands the provider every
+    `spark.sql.streaming.stateStore.*` key. A key without a dot is a short key: an unknown
+    one is refused like an unknown full key, never ignored.
     """
     parsed: dict[str, Any] = {}
-    for full_key, text in raw.items():
-        short = full_key[len(PREFIX):] if full_key.startswith(PREFIX) else None
-        if short is None:
+    for key, text in raw.items():
+        if key.startswith(PREFIX):
+            short = key[len(PREFIX):]
+        elif "." not in key:
+            short = key
+        else:
             continue
+        full_key = PREFIX + short
         spec = BY_KEY.get(short)
         if spec is None:
             known = ", ".join(s.key for s in SPECS)

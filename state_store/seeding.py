@@ -3,18 +3,29 @@
 `copy_version` publishes, in a target root, a snapshot and a manifest that rebuild one
 version of a source root, in one of two ways:
   copy   every file the version needs is duplicated into the target (hard link, server-side
-         copy): a savepoint is taken this way, and a NO_CLAIM restore forces its first
-         snapshot full this way, so from then on the target references nothing of the source.
+         copy) and verified against its recorded size and checksum before anything is
+         published: a savepoint is taken this way, and a NO_CLAIM restore copies each store
+         this way, so from then on the target references nothing of the source.
   claim  the target's records reference the source's files (owner CLAIMED, with their root):
          nothing is copied, and the target's GC deletes them once no retained version needs
-         them (checkpoint.plan_garbage).
+         them (checkpoint.plan_garbage). Claimed files are verified by the loads that read
+         them, as every durable file is.
 Either way the records keep the source's lineage strings, so whichever concurrent seeder
 publishes the snapshot, any seeder's manifest may start from it.
 
-A restore does not write state: it leaves a seed (`Seed`, `<store location>/_seed.json`)
-where Spark will open each store of the restored query, and the store's first open applies
-it (`apply_seed`) before loading anything. Seeding is idempotent: it does nothing once the
-root holds a version, and a lost publish race discards only the loser's own copies.
+A restore leaves a seed (`Seed`, `<store location>/_seed.json`) where Spark will open each
+store of the restored query; the store's first open applies it (`apply_seed`) before loading
+anything:
+  no-claim  the restore already copied the store into `<location>/query-<id>/`, the store's
+            root unless the query keeps its state under a rootUrl; then the first open copies
+            it from there into the rootUrl's root and removes it. The seed names no path:
+            the staged root is derived from the location and the query id.
+  claim     the seed names the source root and every root the claimed version's files live
+            in (`roots`): the only roots other than its own that the store's records may name
+            (checkpoint.Checkpoint.trusted_roots). The claim marker in the source keeps the
+            source's query from running (and collecting garbage) again.
+Seeding is idempotent: it does nothing once the root holds a version, and a lost publish
+race discards only the loser's own copies.
 """
 
 from __future__ import annotations
@@ -26,9 +37,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
-from .checkpoint import Checkpoint, open_root
+from .checkpoint import Checkpoint, LoadPlan, open_root, query_dir
 from .errors import CorruptFileError
 from .manifest import Changelog, FileRef, Manifest, Owner, checked_record, file_path
+from .names import file_name, root_url
 from .storage import Storage
 
 SEED_FILE = "_seed.json"
@@ -48,9 +60,10 @@ class Seed:
 
     query_id: str  # the restored query: only it applies the seed (a reset query does not)
     source: str  # the savepoint or checkpoint restored from, as the user named it
-    source_root: str  # URL of this store's root in the source
     version: int  # the store version to start at (Spark's version for batch N is N + 1)
     mode: str  # NO_CLAIM or CLAIM
+    source_root: str = ""  # CLAIM: URL of this store's root in the source
+    roots: tuple[str, ...] = ()  # CLAIM: every root the claimed files live in
     format_version: int = SEED_FORMAT
     kind: str = SEED_KIND
 
@@ -61,12 +74,22 @@ class Seed:
     def from_json(data: bytes, where: str) -> Seed:
         raw = checked_record(data, where, SEED_KIND, SEED_FORMAT)
         try:
-            seed = Seed(str(raw["query_id"]), str(raw["source"]), str(raw["source_root"]),
-                        int(raw["version"]), str(raw["mode"]))
+            mode = str(raw["mode"])
+            if mode not in MODES:
+                raise CorruptFileError(f"{where} has unknown restore mode {mode!r}")
+            claim = mode == CLAIM
+            seed = Seed(
+                query_id=file_name(raw["query_id"], where, "query_id"),
+                source=root_url(raw["source"], where, "source"),
+                version=int(raw["version"]), mode=mode,
+                source_root=root_url(raw["source_root"], where, "source_root") if claim else "",
+                roots=tuple(root_url(r, where, f"roots[{i}]")
+                            for i, r in enumerate(raw.get("roots", []))) if claim else ())
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptFileError(f"{where} is not a valid restore seed: {e!r}") from e
-        if seed.mode not in MODES:
-            raise CorruptFileError(f"{where} has unknown restore mode {seed.mode!r}")
+        if claim and seed.source_root not in seed.roots:
+            raise CorruptFileError(f"{where}: its source_root {seed.source_root!r} is not among "
+                                   f"its roots {list(seed.roots)}")
         return seed
 
 
@@ -75,27 +98,47 @@ def read_seed(location: Storage) -> Seed | None:
     return None if data is None else Seed.from_json(data, f"{location.url}/{SEED_FILE}")
 
 
+def trusted_roots(location: Storage, query_id: str) -> frozenset[str]:
+    """The roots other than its own that records of `query_id`'s store at `location` (its
+    place under Spark's state/ directory) may name: those its CLAIM restore recorded."""
+    seed = read_seed(location)
+    if seed is None or seed.query_id != query_id:
+        return frozenset()
+    return frozenset(seed.roots)
+
+
 def apply_seed(location: Storage, target: Checkpoint, query_id: str) -> Seed | None:
     """Seeds `target` from the seed at `location` (a store's Spark location) if there is
     one for this query and the root holds no version yet; returns the seed applied."""
     seed = read_seed(location)
     if seed is None or seed.query_id != query_id or target.versions():
         return None
-    source = Checkpoint(open_root(seed.source_root, target.storage),
-                        f"{target.store_name} (restoring from {seed.source})")
-    copy_version(source, seed.version, target, claim=seed.mode == CLAIM)
+    if seed.mode == CLAIM:
+        source = Checkpoint(open_root(seed.source_root, target.storage),
+                            f"{target.store_name} (restoring from {seed.source})",
+                            trusted_roots=frozenset(seed.roots))
+        copy_version(source, seed.version, target, claim=True)
+        return seed
+    staged = location.child(query_dir(query_id))
+    if staged.url == target.storage.url:  # the staged copy is the root itself: not staged
+        raise CorruptFileError(f"{staged.url} holds no version, but the restore of "
+                               f"{seed.source} left its copy there: it was removed or damaged")
+    source = Checkpoint(staged, f"{target.store_name} (restored from {seed.source})")
+    copy_version(source, seed.version, target, claim=False)
+    staged.delete_tree("")  # the restore's copy: the store's root holds its own now
     return seed
 
 
 def copy_version(source: Checkpoint, version: int, target: Checkpoint, claim: bool,
                  on_file: OnFile | None = None) -> Manifest:
     """Publishes in `target` what rebuilds `version` of `source`: the snapshot `source`
-    would load it from (if any) and a manifest whose chain replays the rest."""
+    would load it from (if any) and a manifest whose chain replays the rest. Copies are
+    verified before any record is published; a damaged source file is named."""
     plan = source.plan_load(version)
-    # A version whose base is its own snapshot keeps just its own changelog.
-    chain = plan.changelogs or [plan.manifest.changelogs[-1]]
+    chain = own_chain(plan)
     files = [*(plan.snapshot.files if plan.snapshot else []), *(c.file for c in chain)]
-    placed = _place_all(files, _claimer(source) if claim else _copier(source, target), on_file)
+    place = _claimer(source) if claim else _copier(source, target)
+    placed = _place_all(files, place, on_file)
     snapshot = plan.snapshot
     if snapshot is not None:
         snapshot = replace(snapshot, files=placed[:len(snapshot.files)])
@@ -110,6 +153,12 @@ def copy_version(source: Checkpoint, version: int, target: Checkpoint, claim: bo
     if not target.publish_manifest(manifest):
         target.discard_unpublished([c.file for c in manifest.changelogs])
     return manifest
+
+
+def own_chain(plan: LoadPlan) -> list[Changelog]:
+    """The changelogs a copy of the plan's version keeps: those replayed after its snapshot,
+    or, for a version based on its own snapshot, just its own (manifest.chain_gap)."""
+    return plan.changelogs or [plan.manifest.changelogs[-1]]
 
 
 def _place_all(files: list[FileRef], place: Callable[[FileRef], FileRef],
@@ -133,8 +182,15 @@ def _copier(source: Checkpoint, target: Checkpoint) -> Callable[[FileRef], FileR
     def copy(ref: FileRef) -> FileRef:
         stem = uuid.uuid4().hex
         name = f"{stem}-{ref.local_name}" if ref.local_name else f"{stem}.changelog"
-        target.storage.duplicate(file_path(ref.name), file_path(name), source.storage_of(ref),
-                                 ref.size)
+        origin = source.storage_of(ref)
+        target.storage.duplicate(file_path(ref.name), file_path(name), origin, ref.size)
+        try:
+            target.storage.verify(file_path(name), ref.written,
+                                  f"{origin.path(file_path(ref.name))} of {source.store_name}, "
+                                  "copied")
+        except CorruptFileError:
+            target.storage.delete(file_path(name))
+            raise
         return replace(ref, name=name, owner=Owner.OWNED, root="")
 
     return copy
@@ -146,6 +202,15 @@ def _claimer(source: Checkpoint) -> Callable[[FileRef], FileRef]:
             raise CorruptFileError(
                 f"{source.store_name}: file {ref.name} is read-only to its query and cannot "
                 "be claimed")
+        source.storage_of(ref)  # a root the source itself may not name is refused here
         return replace(ref, owner=Owner.CLAIMED, root=ref.root or source.storage.url)
 
     return claim
+
+
+def claimed_roots(source: Checkpoint, version: int) -> tuple[str, ...]:
+    """Every root a CLAIM of `version` of `source` references: the source's own and those
+    its own records name (a source that itself claimed another)."""
+    plan = source.plan_load(version)
+    return tuple(sorted({ref.root or source.storage.url
+                         for ref in [*plan.files, *(c.file for c in own_chain(plan))]}))

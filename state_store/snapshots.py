@@ -49,6 +49,15 @@ class Base:
     files: dict[str, FileRef]  # by local name: reusable by an incremental upload
 
 
+@dataclass(frozen=True)
+class Taken:
+    """A snapshot this store published, and which of its files an earlier snapshot has too
+    (so withdrawing it must keep them)."""
+
+    descriptor: SnapshotDescriptor
+    reused: frozenset[str]
+
+
 class Snapshotter:
     def __init__(self, checkpoint: Checkpoint, scratch: Path, uploads: Executor,
                  on_published: Callable[[UploadStats], None],
@@ -97,10 +106,11 @@ class Snapshotter:
                                              False)
 
     def take_now(self, db: Rdict, version: int, num_keys: int, lineage: str,
-                 full: bool = False) -> None:
-        """A snapshot on the caller's thread (a replay bound reached, or the final one)."""
+                 full: bool = False) -> Taken | None:
+        """A snapshot on the caller's thread (a replay bound reached, or the final one);
+        what was published, or None if nothing was (a failure is recorded, not raised)."""
         self.drain()
-        self._upload(self._local_checkpoint(db), version, num_keys, lineage, full)
+        return self._upload(self._local_checkpoint(db), version, num_keys, lineage, full)
 
     def drain(self) -> None:
         """Waits for the upload in flight, if any. Its failure was recorded, not raised."""
@@ -115,22 +125,24 @@ class Snapshotter:
         return target
 
     def _upload(self, local: Path, version: int, num_keys: int, lineage: str,
-                full: bool) -> None:
+                full: bool) -> Taken | None:
         try:
             base = self.base
             reusable = dict(base.files) if base is not None else {}
+            reused = frozenset(f.name for f in reusable.values())
             descriptor, stats = self.checkpoint.upload_snapshot(
                 version, local, reusable, num_keys, full, lineage)
             if self.checkpoint.publish_snapshot(descriptor):
                 self._record(descriptor, stats)
-            else:  # another attempt published this version's snapshot first
-                reused = {f.name for f in reusable.values()}
-                self.checkpoint.discard_unpublished(
-                    [f for f in descriptor.files if f.name not in reused])
+                return Taken(descriptor, reused)
+            # Another reader of the same committed version published this snapshot first.
+            self.checkpoint.discard_unpublished(
+                [f for f in descriptor.files if f.name not in reused])
         except Exception as e:  # a failed upload leaves orphans; the commit path is unaffected
             self.on_failed(f"snapshot of version {version}: {type(e).__name__}: {e}")
         finally:
             shutil.rmtree(local, ignore_errors=True)
+        return None
 
     def _record(self, descriptor: SnapshotDescriptor, stats: UploadStats) -> None:
         with self._lock:

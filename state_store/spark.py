@@ -25,6 +25,7 @@ PROVIDER_CLASS = "io.pyrocks.statestore.PyRocksStateStoreProvider"
 LISTENER_CLASS = "io.pyrocks.statestore.PyRocksLifecycleListener"
 EXTENSIONS_CLASS = "io.pyrocks.statestore.PyRocksExtensions"
 RESULT_RECORDER_CLASS = "io.pyrocks.statestore.ResultRecorder"
+RUN_EPOCH_LISTENER_CLASS = "io.pyrocks.statestore.RunEpochListener"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 QUERY_LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
 PYTHON_EXEC_KEY = PREFIX + "pythonExec"
@@ -64,10 +65,12 @@ def cluster_conf(**options: Any) -> dict[str, str]:
         "spark.jars": str(bridge.jar_path()),
         "spark.extraListeners": LISTENER_CLASS,
         "spark.sql.extensions": EXTENSIONS_CLASS,
+        # Each query run gets its run epoch as it starts (a rewound batch supersedes).
+        QUERY_LISTENERS_KEY: RUN_EPOCH_LISTENER_CLASS,
     }
     conf.update({PREFIX + key: _text(value) for key, value in options.items()})
     if "resultStore" in options:  # every query run of the session is recorded there
-        conf[QUERY_LISTENERS_KEY] = RESULT_RECORDER_CLASS
+        conf[QUERY_LISTENERS_KEY] += "," + RESULT_RECORDER_CLASS
     validate(conf)
     return conf
 

@@ -39,8 +39,8 @@ from .protocol import (
     ScanMode,
     Status,
 )
-from .savepoint.layout import read_claim
-from .seeding import apply_seed
+from .savepoint.layout import ClaimMarker, read_claim
+from .seeding import apply_seed, read_seed
 from .storage import Storage, open_storage
 
 _SEND_LIMIT = 1 << 20
@@ -60,6 +60,8 @@ class Session:
         self.iterators: dict[int, Iterator[tuple[bytes, bytes]]] = {}
         self.deferred_error: str | None = None
         self.chunk_bytes = 1 << 20
+        self.location: Storage | None = None  # the store's place under Spark's state/
+        self.query_id = ""
 
     # ---- framing ------------------------------------------------------------------------
 
@@ -155,7 +157,7 @@ class Session:
         elif request is Request.METRICS:
             return _json(self.metrics(store))
         elif request is Request.MAINTAIN:
-            return _json({"gc_files_deleted": store.collect_garbage(I32.unpack(body)[0])})
+            return _json({"gc_files_deleted": self.collect_garbage(store, I32.unpack(body)[0])})
         elif request is Request.FINISH:
             store.finish()
             return _json({"failures": store.failures})
@@ -187,14 +189,27 @@ class Session:
         storage = base.child(query_dir(query_id)) if query_id else base
         storage.verify_publish()  # refused at start, never in the middle of a commit
         checkpoint = Checkpoint(storage, spec["store_name"], base if query_id else None)
+        self.location = None
         if query_id:
             location = open_storage(spec["store_root"]) if opts.root_url else base
             _refuse_claimed(location, query_id)
-            apply_seed(location, checkpoint, query_id)  # a restored query's first open
+            seed = read_seed(location)
+            if seed is not None and seed.query_id == query_id:
+                checkpoint.trusted_roots = frozenset(seed.roots)
+                apply_seed(location, checkpoint, query_id)  # a restored query's first open
+            self.location, self.query_id = location, query_id
+        epoch = int(spec.get("run_epoch", 0))
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
         self.store = VersionedStore(spec["store_name"], checkpoint, local, opts, self.uploads,
-                                    self.memory, writer)
+                                    self.memory, writer, epoch)
         return _json({"pid": os.getpid(), "root": storage.url})
+
+    def collect_garbage(self, store: VersionedStore, retain: int) -> int:
+        """GC, unless a CLAIM restore took this checkpoint's state over while the query
+        ran: its files belong to the claiming query now, whose GC alone may delete them."""
+        if self.location is not None and _claimed_by_other(self.location, self.query_id):
+            return 0
+        return store.collect_garbage(retain)
 
     def close_store(self) -> None:
         self.iterators.clear()
@@ -248,15 +263,22 @@ class Session:
                 "memory_bytes": store.memory_bytes(), "upload_lag_versions": store.upload_lag()}
 
 
-def _refuse_claimed(location: Storage, query_id: str) -> None:
-    """A checkpoint whose state a CLAIM restore took over must not run again: its GC would
-    delete files the claiming query now owns. `location` is the store's place under
-    `<checkpoint>/state/`; the marker sits at the checkpoint's root."""
+def _claimed_by_other(location: Storage, query_id: str) -> ClaimMarker | None:
+    """The claim marker of the checkpoint holding `location` (a store's place under
+    `<checkpoint>/state/`) if a restore of another query claimed it."""
     checkpoint = location.url.rsplit("/state/", 1)[0]
     claim = read_claim(open_storage(checkpoint, location.options))
-    if claim is not None and claim.query_id != query_id:
+    return claim if claim is not None and claim.query_id != query_id else None
+
+
+def _refuse_claimed(location: Storage, query_id: str) -> None:
+    """A checkpoint whose state a CLAIM restore took over must not run again: its GC would
+    delete files the claiming query now owns."""
+    claim = _claimed_by_other(location, query_id)
+    if claim is not None:
         raise ClaimedCheckpointError(
-            f"the state of checkpoint {checkpoint} was claimed by query {claim.query_id} "
+            f"the state of checkpoint {location.url.rsplit('/state/', 1)[0]} was claimed by "
+            f"query {claim.query_id} "
             f"(restored into {claim.checkpoint} at batch {claim.batch}, {claim.claimed_at}) "
             "and belongs to that query now: running this query would delete its files. Run "
             "the restored query, or restore this one anew from a savepoint of it.")

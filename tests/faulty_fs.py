@@ -28,6 +28,8 @@ class SimulatedCrash(BaseException):
 class Fuse:
     def __init__(self) -> None:
         self.remaining: int | None = None
+        self.when: Callable[[str], bool] | None = None  # crash at the first such mutation
+        self.fired: list[str] = []  # the mutations a crash struck, in order
         self.transient = 0  # the next N mutations fail with a retryable network error
         self.mutations = 0
         self.gate = threading.Event()
@@ -37,8 +39,14 @@ class Fuse:
     def arm(self, after: int) -> None:
         self.remaining = after
 
+    def arm_when(self, matches: Callable[[str], bool]) -> None:
+        """Crash at the first mutation whose description (e.g. 'delete /x/snapshots/..')
+        `matches`."""
+        self.when = matches
+
     def disarm(self) -> None:
         self.remaining = None
+        self.when = None
         self.transient = 0
 
     def tick(self, what: str) -> None:
@@ -48,12 +56,19 @@ class Fuse:
             if self.transient > 0:
                 self.transient -= 1
                 raise ConnectionResetError(f"simulated transient failure: {what}")
+            if self.when is not None and self.when(what):
+                self.when = None
+                self._fire(what)
             if self.remaining is None:
                 return
             if self.remaining == 0:
                 self.remaining = None
-                raise SimulatedCrash(what)
+                self._fire(what)
             self.remaining -= 1
+
+    def _fire(self, what: str) -> None:
+        self.fired.append(what)
+        raise SimulatedCrash(what)
 
 
 FUSE = Fuse()

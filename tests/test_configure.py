@@ -13,6 +13,7 @@ from state_store.spark import (
     PROVIDER_CLASS,
     PROVIDER_KEY,
     RESULT_RECORDER_CLASS,
+    RUN_EPOCH_LISTENER_CLASS,
     cluster_conf,
     configure,
     merge_setting,
@@ -34,7 +35,8 @@ def test_list_settings_keep_the_users_entries_and_ours_come_once() -> None:
     assert options["spark.driver.extraClassPath"] == "/opt/delta.jar"  # not ours to touch
     jar = cluster_conf()["spark.jars"]
     assert options["spark.jars"] == f"/opt/delta.jar,{jar}"
-    assert options["spark.sql.streaming.streamingQueryListeners"] == RESULT_RECORDER_CLASS
+    assert options["spark.sql.streaming.streamingQueryListeners"] == \
+        f"{RUN_EPOCH_LISTENER_CLASS},{RESULT_RECORDER_CLASS}"
     assert options[PROVIDER_KEY] == PROVIDER_CLASS  # a single value is ours to set
 
 

@@ -18,8 +18,10 @@ from state_store.storage import open_storage
 
 
 def open_store(root: Path | str, local: Path, interval: int = 3,
-               storage_options: dict | None = None, **options: object) -> VersionedStore:
-    checkpoint = Checkpoint(open_storage(str(root), storage_options), "test-store")
+               storage_options: dict | None = None, trusted: frozenset[str] = frozenset(),
+               **options: object) -> VersionedStore:
+    checkpoint = Checkpoint(open_storage(str(root), storage_options), "test-store",
+                            trusted_roots=trusted)
     opts = StoreOptions(snapshot_interval=interval, **options)  # type: ignore[arg-type]
     return VersionedStore("test-store", checkpoint, local, opts, ThreadPoolExecutor(1))
 

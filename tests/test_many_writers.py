@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import faulty_fs
+from faulty_fs import FUSE, SimulatedCrash
 from state_store import options as options_mod
 from state_store.checkpoint import Checkpoint, query_dir
 from state_store.engine import VersionedStore
@@ -24,7 +26,8 @@ from state_store.storage import open_storage
 from test_engine import contents, put
 
 
-def query_store(base: Path, query_id: str, local: Path, **options: object) -> VersionedStore:
+def query_store(base: Path | str, query_id: str, local: Path,
+                **options: object) -> VersionedStore:
     """A store of query `query_id` under the checkpoint-path root `base`, as the worker
     opens it."""
     storage = open_storage(str(base))
@@ -116,9 +119,9 @@ def test_a_manifest_with_a_chain_gap_is_never_published(tmp_path: Path) -> None:
     assert store.checkpoint.versions() == [1]
 
 
-def test_a_losing_attempts_forced_snapshot_is_never_used(tmp_path: Path) -> None:
+def test_a_losing_attempt_withdraws_its_forced_snapshot(tmp_path: Path) -> None:
     """B reaches its replay bound and publishes a forced snapshot of version 2 before it
-    loses version 2 to A: nobody may load A's version 2 from B's snapshot."""
+    loses version 2 to A: it withdraws the snapshot and every file of its own."""
     a = query_store(tmp_path / "base", "q", tmp_path / "a", snapshot_interval=100)
     b = query_store(tmp_path / "base", "q", tmp_path / "b", snapshot_interval=100,
                     max_replay_versions=1)
@@ -127,14 +130,38 @@ def test_a_losing_attempts_forced_snapshot_is_never_used(tmp_path: Path) -> None
     b.load(1)
     a.write(put("k", "from-a"))
     b.write(put("k", "from-b"))
+    before = set((tmp_path / "base" / query_dir("q") / "files").iterdir())
     assert a.commit(2)["published"]
+    after_a = set((tmp_path / "base" / query_dir("q") / "files").iterdir())
     assert b.commit(2) == {"published": False}
     assert b.metrics.forced_snapshots == 1
+    assert a.checkpoint.snapshot_versions() == []
+    assert set((tmp_path / "base" / query_dir("q") / "files").iterdir()) == after_a != before
+
+
+def test_a_losing_attempts_forced_snapshot_is_never_used(tmp_path: Path) -> None:
+    """B dies while withdrawing its forced snapshot of version 2 (it lost version 2 to A):
+    nobody may load A's version 2 from B's snapshot, and GC drops it."""
+    base = f"{faulty_fs.PROTOCOL}://{tmp_path}/base"
+    a = query_store(base, "q", tmp_path / "a", snapshot_interval=100)
+    b = query_store(base, "q", tmp_path / "b", snapshot_interval=100, max_replay_versions=1)
+    run_batch(a, 0, "k", "v1")
+    a.load(1)
+    b.load(1)
+    a.write(put("k", "from-a"))
+    b.write(put("k", "from-b"))
+    assert a.commit(2)["published"]
+    FUSE.arm_when(lambda what: what.startswith("delete") and "/snapshots/" in what)
+    with pytest.raises(SimulatedCrash):
+        b.commit(2)
+    FUSE.disarm()
+    assert b.metrics.forced_snapshots == 1
     assert 2 in a.checkpoint.snapshot_versions()  # B's snapshot was published...
-    fresh = query_store(tmp_path / "base", "q", tmp_path / "f")
+    fresh = query_store(base, "q", tmp_path / "f")
     fresh.load(2)
     assert contents(fresh) == {b"k": b"from-a"}  # ...and is not A's version 2
     assert fresh.checkpoint.plan_load(2).snapshot is None
+    a.opts = StoreOptions(orphan_margin_seconds=0)
     a.collect_garbage(5)  # and GC drops it: no retained version can start from it
     assert 2 not in a.checkpoint.snapshot_versions()
 

@@ -24,7 +24,7 @@ from state_store.manifest import Owner
 from state_store.savepoint import RestoreError, SourceError, restore, savepoint
 from state_store.savepoint.layout import CLAIM_MARKER, RESTORE_RECORD
 from state_store.savepoint.verify import verify_savepoint
-from state_store.seeding import apply_seed
+from state_store.seeding import apply_seed, trusted_roots
 from state_store.storage import open_storage
 from test_engine import contents, open_store, put
 
@@ -45,7 +45,10 @@ def build_source(base: Path) -> tuple[str, dict[str, dict[bytes, bytes]]]:
         (ckpt / "offsets" / str(b)).write_text(f"v1\n{{\"batch\": {b}}}\n")
         (ckpt / "commits" / str(b)).write_text("v1\n{}\n")
     (ckpt / "sources" / "0" / "0").write_text("v1\nfile-0\n")
-    (ckpt / "state" / "0" / "_metadata" / "metadata").write_text("v1\noperator 0\n")
+    (ckpt / "state" / "0" / "_metadata" / "metadata").write_text(
+        "v1\n" + json.dumps({"operatorInfo": {"operatorId": 0, "operatorName": "dedupe"},
+                             "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0,
+                                                 "numPartitions": PARTITIONS}]}))
     expected = {}
     for p in range(PARTITIONS):
         root = f"{faulty_fs.PROTOCOL}://{ckpt}/state/0/{p}/{query_dir(SOURCE_ID)}"
@@ -107,7 +110,8 @@ def seed_and_load(base: Path, query_id: str, mode: str, crash_at: int | None,
         refs = target.read_manifest(BATCHES).changelogs
         owners = {c.file.owner for c in refs}
         assert owners == ({Owner.CLAIMED} if mode == "claim" else {Owner.OWNED})
-        reader = open_store(target.storage.url, base / f"read-{key.replace('/', '-')}")
+        reader = open_store(target.storage.url, base / f"read-{key.replace('/', '-')}",
+                            trusted=trusted_roots(location, query_id))
         reader.load(BATCHES)
         assert contents(reader) == want, key
         reader.close()

@@ -29,6 +29,7 @@ from state_store.engine import VersionedStore
 from state_store.manifest import Owner
 from state_store.options import StoreOptions
 from state_store.savepoint import RestoreError, restore, savepoint, stop_with_savepoint
+from state_store.seeding import trusted_roots
 from state_store.storage import open_storage
 from streaming_queries import BY_NAME, QUERIES, write_batch
 
@@ -52,11 +53,18 @@ def store_roots(checkpoint: Path) -> list[Path]:
     return sorted(p.parent for p in (checkpoint / "state").glob("**/query-*/manifests"))
 
 
+def durable_of(root: Path) -> Checkpoint:
+    """A store root as the worker opens it: trusting the roots its seed recorded."""
+    query_id = root.name.removeprefix("query-")
+    return Checkpoint(open_storage(str(root)), str(root),
+                      trusted_roots=trusted_roots(open_storage(str(root.parent)), query_id))
+
+
 def load_every_version(checkpoint: Path, scratch: Path) -> int:
     """Loads every retained version of every store of `checkpoint`; how many it loaded."""
     loaded = 0
     for i, root in enumerate(store_roots(checkpoint)):
-        durable = Checkpoint(open_storage(str(root)), str(root))
+        durable = durable_of(root)
         store = VersionedStore(str(root), durable, scratch / str(i), StoreOptions(),
                                ThreadPoolExecutor(1))
         for version in durable.versions():
@@ -73,8 +81,8 @@ def files_under(directory: Path) -> dict[str, int]:
 
 def test_savepoint_delete_source_restore_no_claim_matches_hdfs(
         reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """savepoint -> delete the source checkpoint -> restore no-claim -> more batches (and a
-    restart after the savepoint too is deleted): identical to an uninterrupted run."""
+    """savepoint -> delete the source checkpoint -> restore no-claim -> delete the savepoint
+    at once -> more batches, and a restart: identical to an uninterrupted run."""
     savepoints = tmp_path / "savepoints"
     query_ids: dict[str, str] = {}
 
@@ -91,8 +99,7 @@ def test_savepoint_delete_source_restore_no_claim_matches_hdfs(
                 restored = restore(str(target), str(checkpoint))
                 assert restored.query_id != old_id
                 query_ids[spec.name] = restored.query_id
-                assert depends_on(checkpoint, capsys) == [str(target)], spec.name
-            else:  # every store opened in batch 4: nothing of the savepoint is needed
+                # Every store was copied (verified) by the restore: the source may go now.
                 assert depends_on(checkpoint, capsys) == [], spec.name
                 shutil.rmtree(target)
 
@@ -105,10 +112,11 @@ def test_savepoint_delete_source_restore_no_claim_matches_hdfs(
         assert load_every_version(checkpoint, tmp_path / "scratch" / spec.name) > 0
 
 
-def test_no_claim_restore_writes_no_state(tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """The restore itself writes Spark's small files and one seed per store: no state file
-    and no state byte. The first batch then copies (links) what each store needs."""
+def test_no_claim_restore_links_every_store_and_depends_on_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The restore copies each store's version into the new checkpoint, on a local disk as
+    hard links (no state byte written), so the new checkpoint depends on nothing: a later
+    claim of the source, or the source's own GC, cannot take a file it needs."""
     conf = pyrocks_conf(tmp_path / "pool")
     run_queries([AGG], tmp_path / "a", conf, batches=3, restart_after=[])
     source = checkpoint_of(tmp_path / "a", AGG)
@@ -116,15 +124,18 @@ def test_no_claim_restore_writes_no_state(tmp_path: Path,
     info = restore(str(source), str(tmp_path / "b"))
     written = files_under(tmp_path / "b")
     assert files_under(source) == before  # the source is only read
-    state_files = [p for p in written if "/query-" in p]
-    assert state_files == []
-    seeds = [p for p in written if p.endswith("_seed.json")]
-    assert len(seeds) == info.stores == len(store_roots(source)) > 0
-    spark_side = {p: n for p, n in written.items() if not p.endswith("_seed.json")}
-    assert set(spark_side) <= {"metadata", "_restore.json", "offsets/1", "offsets/2",
-                               "commits/2", *(p for p in before if not p.startswith("state/")
-                                              or "/_metadata/" in p)}
-    assert depends_on(tmp_path / "b", capsys) == [str(source)]
+    copied = [tmp_path / "b" / p for p in written if "/query-" in p and "/files/" in p]
+    assert copied and all(p.stat().st_nlink >= 2 for p in copied)  # links to the source's
+    assert len(store_roots(tmp_path / "b")) == info.stores == len(store_roots(source)) > 0
+    spark_side = {p for p in written if "/query-" not in p and not p.endswith("_seed.json")}
+    assert spark_side <= {"metadata", "_restore.json", "offsets/1", "offsets/2",
+                          "commits/2", *(p for p in before if not p.startswith("state/")
+                                         or "/_metadata/" in p)}
+    assert depends_on(tmp_path / "b", capsys) == []
+    # the source may be claimed (or deleted) now: the restored query still runs on its own
+    restore(str(source), str(tmp_path / "c"), mode="claim")
+    shutil.rmtree(source)
+    assert load_every_version(tmp_path / "b", tmp_path / "scratch") == info.stores
 
 
 def test_claim_owns_source_files_and_refuses_a_second_claim(
@@ -161,7 +172,7 @@ def test_claim_owns_source_files_and_refuses_a_second_claim(
     assert depends_on(new, capsys) == [str(source)]  # claimed records still retained
     claimed_logs, still_claimed = set(), set()
     for root in store_roots(new):
-        durable = Checkpoint(open_storage(str(root)), str(root))
+        durable = durable_of(root)
         for version in durable.versions():
             claimed_logs |= {c.file.name for c in durable.read_manifest(version).changelogs
                              if c.file.owner is Owner.CLAIMED}

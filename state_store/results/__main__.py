@@ -1,9 +1,12 @@
 """The recorder process the driver JVM starts (`ResultRecorder`):
 
-    python -m state_store.results record --url URL [options] < result-entry.json
-    python -m state_store.results resume --url URL [options]
+    python -m state_store.results record < settings.json
+    python -m state_store.results resume < settings.json
 
-It logs to the driver's stderr and ends with its driver: a new session resumes the rest.
+Every setting comes on stdin, never in argv (which every user of the machine can read):
+`{"conf": {<the session's result store settings, by Spark key>}, "entry": <the run's entry,
+to record>, "run_root_options": <the run's own rootOptions>}`. It logs to the driver's
+stderr and ends with its driver: a new session resumes the rest.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
-from .cleanup import Backoff, CleanupFailed, StateAccess
+from .cleanup import CleanupFailed, StateAccess
 from .record import QueryResult
 from .recorder import record, resume, with_last_batch
-from .store import FileSystemResultStore
+from .settings import ResultSettings
 
 log = logging.getLogger("state_store.results")
 # Test hook only: the recorder process kills its driver and itself at this point.
@@ -48,31 +52,24 @@ def _exit_with_parent() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m state_store.results")
+    parser = argparse.ArgumentParser(prog="python -m state_store.results",
+                                     description="settings come as JSON on stdin")
     parser.add_argument("mode", choices=("record", "resume"))
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--store-options", default="{}", help="JSON: the result store's")
-    parser.add_argument("--checkpoint-options", default="{}", help="JSON")
-    parser.add_argument("--root-options", default="{}", help="JSON: the rootUrl's")
-    parser.add_argument("--backoff-initial", type=float, default=1.0)
-    parser.add_argument("--backoff-max", type=float, default=3600.0)
-    parser.add_argument("--max-attempts", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s pyrocks result store: %(message)s")
     _exit_with_parent()
-    store = FileSystemResultStore(args.url, json.loads(args.store_options))
-    access = StateAccess(json.loads(args.checkpoint_options) or None,
-                         json.loads(args.root_options) or None)
-    backoff = Backoff(args.backoff_initial, args.backoff_max, args.max_attempts)
+    given: dict[str, Any] = json.loads(sys.stdin.buffer.read() or b"{}")
+    conf = given.get("conf") or {}
+    settings = ResultSettings.from_conf(conf.get)
+    store, access, backoff = settings.store(), settings.access, settings.backoff
     try:
         if args.mode == "record":
-            data = sys.stdin.buffer.read()
-            result = QueryResult.from_entry(data, "the run's result on stdin")
+            where = "the run's result on stdin"
+            result = QueryResult.from_entry(json.dumps(given.get("entry")).encode(), where)
             # The query's own rootOptions (set in its session) come beside the result.
-            own_options = json.loads(data).get("root_options")
-            if own_options:
-                access = StateAccess(access.checkpoint_options, own_options)
+            if given.get("run_root_options"):
+                access = StateAccess(access.checkpoint_options, given["run_root_options"])
             record(store, with_last_batch(result, access), access, backoff, _crash)
         else:
             resumed = resume(store, access, backoff)

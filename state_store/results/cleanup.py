@@ -6,7 +6,9 @@ durable and done here, in steps that are each idempotent, so a cleanup interrupt
 point (a crash, a storage fault) is completed by running it again:
   1. `collect_garbage`: every store of the run's query is trimmed to its retention.
   2. `release_claim`: a claimed source that no retained version still needs is released.
-Each step is retried with exponential backoff (`Backoff`) until it succeeds.
+Each step is retried with exponential backoff (`Backoff`) until it succeeds, or until an
+error that retrying cannot change (a damaged file, a bad record) ends the cleanup: the run
+then stays dirty and `CleanupFailed` says why.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..checkpoint import Checkpoint
-from ..errors import ForeignCheckpointError
+from ..errors import ForeignCheckpointError, is_transient
 from ..inspect import describe_location
 from ..options import ORPHAN_MARGIN_MIN_S
 from ..savepoint.layout import (
@@ -28,7 +30,14 @@ from ..savepoint.layout import (
     RestoreRecord,
     read_claim,
 )
-from ..savepoint.sources import METADATA, SparkCheckpoint, absolute_url, stores_under_root
+from ..savepoint.sources import (
+    METADATA,
+    STATE,
+    SparkCheckpoint,
+    absolute_url,
+    stores_under_root,
+)
+from ..seeding import trusted_roots
 from ..storage import Storage, open_storage
 from .record import QueryResult
 
@@ -60,8 +69,8 @@ def with_backoff(what: str, step: Callable[[], T], backoff: Backoff,
                  sleep: Callable[[float], None] = time.sleep,
                  answers: tuple[type[Exception], ...] = ()) -> T:
     """Runs `step` until it succeeds, logging every failure; raises CleanupFailed once
-    `backoff` allows no more attempts. `answers` are raised at once: retrying cannot
-    change them."""
+    `backoff` allows no more attempts, or at once for an error retrying cannot change (a
+    damaged file, a bad record: `errors.is_transient`). `answers` are raised as they are."""
     delays = backoff.delays()
     attempt = 1
     while True:
@@ -69,7 +78,10 @@ def with_backoff(what: str, step: Callable[[], T], backoff: Backoff,
             return step()
         except answers:
             raise
-        except Exception as e:  # noqa: BLE001 - every failure is retried, then reported
+        except Exception as e:  # noqa: BLE001 - transient failures are retried, then reported
+            if not is_transient(e):
+                raise CleanupFailed(f"{what} failed with an error that retrying cannot "
+                                    f"change: {type(e).__name__}: {e}") from e
             delay = next(delays, None)
             if delay is None:
                 raise CleanupFailed(f"{what} failed {attempt} times; last error: "
@@ -108,9 +120,12 @@ def collect_garbage(result: QueryResult, access: StateAccess) -> int:
     if read_claim(checkpoint) is not None:
         return 0
     deleted = 0
-    for key, root in sorted(_stores(result, checkpoint, access).items()):
-        plan = Checkpoint(root, f"store {key} of {result.checkpoint}").collect_garbage(
-            result.retain, max(result.orphan_margin_s, ORPHAN_MARGIN_MIN_S))
+    query_id, stores = _stores(result, checkpoint, access)
+    for key, root in sorted(stores.items()):
+        trusted = trusted_roots(checkpoint.child(f"{STATE}/{key}"), query_id)
+        store = Checkpoint(root, f"store {key} of {result.checkpoint}", trusted_roots=trusted)
+        plan = store.collect_garbage(result.retain,
+                                     max(result.orphan_margin_s, ORPHAN_MARGIN_MIN_S))
         deleted += plan.files_deleted
     return deleted
 
@@ -139,16 +154,19 @@ def _checkpoint(result: QueryResult, access: StateAccess) -> Storage:
     return open_storage(absolute_url(result.checkpoint), access.checkpoint_options)
 
 
-def _stores(result: QueryResult, checkpoint: Storage, access: StateAccess) -> dict[str, Storage]:
-    """The run's query's stores of this provider; none if the run wrote no query metadata
-    (it failed at its start) or kept its state in another provider (which cleans its own)."""
+def _stores(result: QueryResult, checkpoint: Storage,
+            access: StateAccess) -> tuple[str, dict[str, Storage]]:
+    """The run's query id and its stores of this provider; none if the run wrote no query
+    metadata (it failed at its start) or kept its state in another provider (which cleans
+    its own)."""
     spark = SparkCheckpoint(checkpoint)
     if checkpoint.read_if_exists(METADATA) is None:
-        return {}
+        return "", {}
     query_id = spark.query_id()
     if result.state_root:
-        return stores_under_root(open_storage(result.state_root, access.root_options), query_id)
+        root = open_storage(result.state_root, access.root_options)
+        return query_id, stores_under_root(root, query_id)
     try:
-        return spark.walk_state(query_id)[1]
+        return query_id, spark.walk_state(query_id)
     except ForeignCheckpointError:
-        return {}
+        return query_id, {}

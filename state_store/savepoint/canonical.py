@@ -28,7 +28,7 @@ from .layout import (
     SavepointInfo,
 )
 from .routing import route_columns
-from .sources import METADATA, OFFSETS, SourceError, SparkCheckpoint, absolute_url
+from .sources import METADATA, SourceError, SparkCheckpoint, absolute_url
 from .take import copy_spark_files, publish_descriptor, require_empty
 
 PARTITIONS_CONF = "spark.sql.shuffle.partitions"
@@ -48,8 +48,8 @@ def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
     if storage.read_if_exists(METADATA) is None:
         raise SourceError(f"{url} is not a Spark checkpoint (no {METADATA})")
     logs = SparkCheckpoint(storage)
-    if batch is None:
-        _refuse_uncommitted_last_batch(logs)
+    # The last committed batch, as a native savepoint takes: a query stopped while a trigger
+    # ran has offsets of a batch it never committed, which its restart (not this) redoes.
     batch = logs.committed_batch(batch)
     target = absolute_url(target)
     out = open_storage(target, target_options if target_options is not None
@@ -58,7 +58,8 @@ def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
     out.verify_publish()
     spark_files = [METADATA, *logs.batch_logs(batch), *logs.spark_state_metadata()]
     operators = _operators(spark, url, batch)
-    files = copy_spark_files(storage, spark_files, out)
+    files = copy_spark_files(lambda rel: storage.read(rel, f"Spark file {rel} of {url}"),
+                             spark_files, out)
     stores = []
     for op in operators:  # Spark's own console progress shows each store's job
         store, written = _write_store(spark, url, batch, op, out)
@@ -72,20 +73,6 @@ def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
         provider=logs.batch_conf(batch).get(PROVIDER_KEY, HDFS_PROVIDER), files=files,
         format=CANONICAL, canonical_stores=stores)
     return publish_descriptor(out, descriptor)
-
-
-def _refuse_uncommitted_last_batch(logs: SparkCheckpoint) -> None:
-    """As Spark's offline repartition does: the latest batch must be committed. A query that
-    failed (or is running) mid-batch has offsets for a batch it never committed; a savepoint
-    of the batch before would drop the plan Spark made for it."""
-    planned = [int(n) for n in logs.storage.list_names(OFFSETS) if n.isdigit()]
-    committed = logs.committed_batches()
-    if planned and committed and max(planned) > committed[-1]:
-        raise SourceError(
-            f"the last batch ({max(planned)}) of {logs.storage.url} has offsets but no commit: "
-            "the query failed or is still running it. Stop the query, restart it so it "
-            "completes that batch, then take the savepoint (or name an earlier committed "
-            f"batch explicitly, e.g. batch {committed[-1]})")
 
 
 def _operators(spark: SparkSession, url: str, batch: int) -> list[dict]:

@@ -28,7 +28,8 @@ from datetime import datetime, timezone
 
 from ..errors import CorruptFileError
 from ..manifest import checked_record
-from ..storage import Storage
+from ..names import file_name, relative_path, root_url
+from ..storage import Storage, Written
 
 DESCRIPTOR = "_savepoint.json"
 CLAIM_MARKER = "_claimed.json"
@@ -53,6 +54,10 @@ class SavedFile:
     size: int
     checksum: str
 
+    @property
+    def written(self) -> Written:
+        return Written(self.size, self.checksum)
+
 
 @dataclass(frozen=True)
 class CanonicalStore:
@@ -73,9 +78,10 @@ class CanonicalStore:
         return f"{CANONICAL_DIR}/{self.operator}/{self.store_name}"
 
     @staticmethod
-    def from_dict(raw: dict) -> CanonicalStore:
+    def from_dict(raw: dict, where: str, field: str) -> CanonicalStore:
         return CanonicalStore(
-            int(raw["operator"]), str(raw["operator_name"]), str(raw["store_name"]),
+            int(raw["operator"]), str(raw["operator_name"]),
+            file_name(raw["store_name"], where, f"{field}.store_name"),
             int(raw["partitions"]), int(raw["prefix_key_columns"]), str(raw["key_schema"]),
             str(raw["value_schema"]), [str(c) for c in raw["route_columns"]], int(raw["rows"]))
 
@@ -112,17 +118,25 @@ class SavepointDescriptor:
         raw = checked_record(data, where, "pyrocks-savepoint", FORMAT_VERSION)
         try:
             return SavepointDescriptor(
-                source_query_id=str(raw["source_query_id"]), source=str(raw["source"]),
+                source_query_id=str(raw["source_query_id"]),
+                source=root_url(raw["source"], where, "source"),
                 batch=int(raw["batch"]), operators=[int(o) for o in raw["operators"]],
                 partitions={str(k): int(v) for k, v in raw["partitions"].items()},
-                stores=[str(s) for s in raw["stores"]], provider=str(raw["provider"]),
-                files=[SavedFile(str(f["path"]), int(f["size"]), str(f["checksum"]))
-                       for f in raw["files"]],
+                stores=[relative_path(s, where, f"stores[{i}]")
+                        for i, s in enumerate(raw["stores"])],
+                provider=str(raw["provider"]),
+                files=[SavedFile(relative_path(f["path"], where, f"files[{i}].path"),
+                                 int(f["size"]), str(f["checksum"]))
+                       for i, f in enumerate(raw["files"])],
                 created_at=str(raw["created_at"]), format=str(raw["format"]),
-                canonical_stores=[CanonicalStore.from_dict(c)
-                                  for c in raw.get("canonical_stores", [])])
+                canonical_stores=[CanonicalStore.from_dict(c, where, f"canonical_stores[{i}]")
+                                  for i, c in enumerate(raw.get("canonical_stores", []))])
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptFileError(f"{where} is not a valid savepoint descriptor: {e!r}") from e
+
+    def written(self) -> dict[str, Written]:
+        """What each file must read back as, by its path in the savepoint."""
+        return {f.path: f.written for f in self.files}
 
 
 @dataclass(frozen=True)
@@ -143,8 +157,9 @@ class ClaimMarker:
     def from_json(data: bytes, where: str) -> ClaimMarker:
         raw = checked_record(data, where, "pyrocks-claim", FORMAT_VERSION)
         try:
-            return ClaimMarker(str(raw["query_id"]), str(raw["checkpoint"]), int(raw["batch"]),
-                               str(raw["claimed_at"]))
+            return ClaimMarker(file_name(raw["query_id"], where, "query_id"),
+                               root_url(raw["checkpoint"], where, "checkpoint"),
+                               int(raw["batch"]), str(raw["claimed_at"]))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptFileError(f"{where} is not a valid claim marker: {e!r}") from e
 
@@ -163,6 +178,16 @@ class ClaimRelease:
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(data: bytes, where: str) -> ClaimRelease:
+        raw = checked_record(data, where, "pyrocks-claim-release", FORMAT_VERSION)
+        try:
+            return ClaimRelease(file_name(raw["query_id"], where, "query_id"),
+                                root_url(raw["checkpoint"], where, "checkpoint"),
+                                str(raw["released_at"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptFileError(f"{where} is not a valid claim release: {e!r}") from e
 
 
 def read_claim(storage: Storage) -> ClaimMarker | None:
@@ -191,7 +216,8 @@ class RestoreRecord:
     def from_json(data: bytes, where: str) -> RestoreRecord:
         raw = checked_record(data, where, "pyrocks-restore", FORMAT_VERSION)
         try:
-            return RestoreRecord(str(raw["query_id"]), str(raw["source"]), int(raw["batch"]),
+            return RestoreRecord(file_name(raw["query_id"], where, "query_id"),
+                                 root_url(raw["source"], where, "source"), int(raw["batch"]),
                                  str(raw["mode"]), str(raw["created_at"]))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptFileError(f"{where} is not a valid restore record: {e!r}") from e

@@ -1,23 +1,26 @@
 """Restoring a query from a savepoint or from another query's checkpoint (FLIP-193).
 
-The new checkpoint gets Spark's files of batch N, a seed per store (seeding.py) and a NEW
-query id: a copy that kept the source's id would stop the source's run on the same cluster,
-or make a sink keyed by query id and batch (Delta) skip its batches. No state byte is
-written here: each store applies its seed when the restored query first opens it.
+The new checkpoint gets Spark's files of batch N, its stores (or what will make them) and a
+NEW query id: a copy that kept the source's id would stop the source's run on the same
+cluster, or make a sink keyed by query id and batch (Delta) skip its batches. Every file
+read from a savepoint is verified against its descriptor, and every copied state file
+against its manifest, before the new checkpoint becomes usable.
 
-  no-claim  the source is only read. Each store's first open copies what it needs
-            (duplicate(): a forced full snapshot), so from its first batch on the new query
-            references nothing of the source: `state-store inspect --json` reports the
-            source in `depends_on` until then.
-  claim     the new query owns the source's files: it references them and its GC deletes
-            them once no retained version needs them. A claim marker in the source
-            (put-if-absent) refuses a second claim, and any restore of a claimed source.
+  no-claim  the source is only read. Each store's version is copied now (duplicate(): hard
+            links, server-side copies, verified) into the new checkpoint, so the new query
+            references nothing of the source from the moment the restore returns: the source
+            may be deleted, claimed or collected then (`depends_on` is []).
+  claim     the new query owns the source's files: each store's first open references them
+            (seeding.py) and its GC deletes them once no retained version needs them. A claim
+            marker in the source (put-if-absent) refuses a second claim, any restore of a
+            claimed source, and keeps the source's own query from running or collecting
+            garbage again.
 
-Order (what a crash at any point leaves): the restore record, Spark's files, the seeds, the
-claim marker, and last the new `metadata`. Until `metadata` exists the new checkpoint is
-incomplete: a rerun of the same restore resumes it (same query id); a query started on it
-finds no state for its id and fails with an error naming the missing version. Before the
-claim marker nothing of the source is touched.
+Order (what a crash at any point leaves): the restore record, Spark's files, the stores'
+copies and seeds, the claim marker, and last the new `metadata`. Until `metadata` exists the
+new checkpoint is incomplete: a rerun of the same restore resumes it (same query id); a
+query started on it finds no state for its id and fails with an error naming the missing
+version. Before the claim marker nothing of the source is touched.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ import json
 import uuid
 from typing import Any
 
+from ..checkpoint import Checkpoint, query_dir
 from ..errors import StateStoreError
-from ..seeding import MODES, NO_CLAIM, Seed
+from ..manifest import file_path
+from ..seeding import CLAIM, MODES, NO_CLAIM, Seed, claimed_roots, copy_version
 from ..storage import Storage, open_storage
 from .layout import (
     CANONICAL,
@@ -39,7 +44,7 @@ from .layout import (
     RestoreRecord,
     SavepointDescriptor,
 )
-from .sources import METADATA, Source, absolute_url, open_source, store_location_key
+from .sources import METADATA, STATE, Source, absolute_url, open_source, store_location_key
 
 
 class RestoreError(StateStoreError):
@@ -82,21 +87,40 @@ def restore(source: str, new_checkpoint: str, mode: str = NO_CLAIM, batch: int |
                        else storage_options)
     earlier = _interrupted(out, src, mode)
     _refuse_claimed(src, earlier.query_id if earlier else None, "")
+    # Read (and, from a savepoint, verified) before anything is written.
+    spark_files = {rel: src.read_spark_file(rel) for rel in src.spark_files if rel != METADATA}
     record = earlier or _start(out, src, mode)
-    for rel in src.spark_files:
-        if rel == METADATA:
-            continue  # written last, with the new query id
-        put(out, rel, src.spark_root.read(rel, f"Spark file {rel} of {src.url}"))
-    for key, root in sorted(src.stores.items()):
-        seed = Seed(record.query_id, src.url, root.url, src.version, mode)
-        put(out, store_location_key(key), seed.to_json())
-    if mode != NO_CLAIM:
+    for rel, data in spark_files.items():
+        put(out, rel, data)
+    for key in sorted(src.stores):
+        put(out, store_location_key(key), _restore_store(src, key, out, record).to_json())
+    if mode == CLAIM:
         marker = ClaimMarker(record.query_id, target, src.batch)
         src.storage.publish(CLAIM_MARKER, marker.to_json())
         # A concurrent claim may have won the marker.
         _refuse_claimed(src, record.query_id, f" ({target} is left incomplete: delete it.)")
     put(out, METADATA, json.dumps({"id": record.query_id}).encode() + b"\n")
     return RestoreInfo(target, record.query_id, src.url, src.batch, mode, len(src.stores))
+
+
+def _restore_store(src: Source, key: str, out: Storage, record: RestoreRecord) -> Seed:
+    """What a store of the restored query starts from: under no-claim, its version copied
+    now into its root in the new checkpoint; under claim, the roots it will reference, whose
+    files are verified now."""
+    store = src.checkpoint_of(key)
+    if record.mode == NO_CLAIM:
+        location = out.child(f"{STATE}/{key}")
+        target = Checkpoint(location.child(query_dir(record.query_id)),
+                            f"store {key} of {out.url}")
+        if not target.versions():  # a rerun finds the stores it copied already
+            copy_version(store, src.version, target, claim=False)
+        return Seed(record.query_id, src.url, src.version, NO_CLAIM)
+    plan = store.plan_load(src.version)
+    for ref in plan.files:
+        store.storage_of(ref).verify(file_path(ref.name), ref.written,
+                                     f"store {key} of {src.url}")
+    return Seed(record.query_id, src.url, src.version, CLAIM, source_root=src.stores[key].url,
+                roots=claimed_roots(store, src.version))
 
 
 def canonical_descriptor(source: str, storage_options: dict | None

@@ -21,8 +21,8 @@ import fsspec
 
 from ..checkpoint import FOREIGN_SUFFIXES, QUERY_DIR_PREFIX, Checkpoint, query_dir
 from ..errors import ForeignCheckpointError, StateStoreError, VersionNotFoundError
-from ..seeding import SEED_FILE
-from ..storage import Storage, open_storage
+from ..seeding import SEED_FILE, trusted_roots
+from ..storage import Storage, Written, open_storage
 from .layout import (
     CHECKPOINT_DIR,
     DESCRIPTOR,
@@ -35,6 +35,8 @@ from .layout import (
 
 METADATA, OFFSETS, COMMITS, SOURCES, STATE = "metadata", "offsets", "commits", "sources", "state"
 DEFAULT_STORE = "default"
+OPERATOR_METADATA = "_metadata/metadata"  # state/<op>/_metadata/metadata: Spark's, v1
+PARTITIONS_CONF = "spark.sql.shuffle.partitions"
 
 
 class SourceError(StateStoreError):
@@ -51,6 +53,9 @@ class Source:
     spark_root: Storage  # Spark's files, at the same relative paths as in a checkpoint
     spark_files: list[str]
     stores: dict[str, Storage]  # store key -> store root holding version batch + 1
+    # What each Spark file must read back as (a savepoint records it; a checkpoint does not).
+    spark_written: dict[str, Written]
+    trusted: dict[str, frozenset[str]]  # store key -> roots its records may name
 
     @property
     def version(self) -> int:
@@ -60,7 +65,16 @@ class Source:
         return read_claim(self.storage)
 
     def checkpoint_of(self, key: str) -> Checkpoint:
-        return Checkpoint(self.stores[key], f"store {key} of {self.url}")
+        return Checkpoint(self.stores[key], f"store {key} of {self.url}",
+                          trusted_roots=self.trusted.get(key, frozenset()))
+
+    def read_spark_file(self, rel: str) -> bytes:
+        """A Spark file of the batch, checked against the savepoint's record of it."""
+        what = f"Spark file {rel} of {self.url}"
+        written = self.spark_written.get(rel)
+        if written is None:
+            return self.spark_root.read(rel, what)
+        return self.spark_root.read_verified(rel, written, what)
 
 
 def absolute_url(url: str) -> str:
@@ -99,10 +113,11 @@ def _savepoint_source(url: str, storage: Storage, data: bytes, batch: int | None
         raise SourceError(f"savepoint {url} holds batch {descriptor.batch}, not batch {batch}")
     spark_root = storage.child(CHECKPOINT_DIR)
     prefix = f"{CHECKPOINT_DIR}/"
-    files = [f.path[len(prefix):] for f in descriptor.files if f.path.startswith(prefix)]
+    written = {f.path[len(prefix):]: f.written for f in descriptor.files
+               if f.path.startswith(prefix)}
     stores = {key: storage.child(f"{STORES_DIR}/{key}") for key in descriptor.stores}
     return Source(url, storage, "savepoint", descriptor.source_query_id, descriptor.batch,
-                  spark_root, files, stores)
+                  spark_root, list(written), stores, written, {})
 
 
 def _checkpoint_source(url: str, storage: Storage, batch: int | None, root_url: str | None,
@@ -110,20 +125,23 @@ def _checkpoint_source(url: str, storage: Storage, batch: int | None, root_url: 
     spark = SparkCheckpoint(storage)
     query_id = spark.query_id()
     batch = spark.committed_batch(batch)
-    metadata_files, stores = spark.walk_state(query_id)
+    stores = spark.walk_state(query_id)
     if root_url:
         stores = stores_under_root(open_storage(root_url, root_options), query_id)
     if not stores:
         raise SourceError(f"checkpoint {url} holds no state of this provider for query "
                           f"{query_id}" + ("" if root_url else
                                            " (if the query set rootUrl, pass it as root_url)"))
+    spark.refuse_missing_stores(stores, batch)
+    trusted = {key: trusted_roots(storage.child(f"{STATE}/{key}"), query_id) for key in stores}
     for key, root in stores.items():
         if batch + 1 not in Checkpoint(root, key).versions():
             raise VersionNotFoundError(
                 f"store {key} of checkpoint {url} no longer retains version {batch + 1} "
                 f"(batch {batch}); choose a later batch")
-    files = [METADATA, *spark.batch_logs(batch), *metadata_files]
-    return Source(url, storage, "checkpoint", query_id, batch, storage, files, stores)
+    files = [METADATA, *spark.batch_logs(batch), *spark.spark_state_metadata()]
+    return Source(url, storage, "checkpoint", query_id, batch, storage, files, stores, {},
+                  trusted)
 
 
 class SparkCheckpoint:
@@ -188,22 +206,68 @@ class SparkCheckpoint:
         logs += [p for p in self.storage.find(SOURCES) if _up_to(p, batch)]
         return logs
 
-    def walk_state(self, query_id: str) -> tuple[list[str], dict[str, Storage]]:
-        """Spark's operator and schema metadata under state/ (directories named `_*`), and
-        the root of each store of `query_id` by key. Refuses state of another provider."""
-        metadata: list[str] = []
+    def walk_state(self, query_id: str) -> dict[str, Storage]:
+        """The root of each store of `query_id` under state/, by key. Refuses state of
+        another provider."""
         stores: dict[str, Storage] = {}
         own = query_dir(query_id)
         for op in self.storage.list_dirs(STATE):
             for entry in self.storage.list_dirs(f"{STATE}/{op}"):
                 where = f"{STATE}/{op}/{entry}"
                 if entry.startswith("_"):
-                    metadata += [p for p in self.storage.find(where) if not _is_crc(p)]
-                    continue
+                    continue  # Spark's operator metadata
                 self._refuse_foreign(where)
                 for key, root in _store_roots(self.storage, where, f"{op}/{entry}", own):
                     stores[key] = root
-        return metadata, stores
+        return stores
+
+    def expected_stores(self, batch: int, found: dict[str, Storage]) -> dict[str, list[str]]:
+        """Every store key each stateful operator has, by operator id: from Spark's operator
+        metadata (`state/<op>/_metadata/metadata`, its stores and partition counts), or, for
+        an operator without it, every partition of the recorded partition count with every
+        store name any of its partitions has."""
+        expected: dict[str, list[str]] = {}
+        operators = {key.split("/")[0] for key in found} | set(self.storage.list_dirs(STATE))
+        for op in sorted(operators, key=lambda o: (len(o), o)):
+            stores = self.operator_stores(op)
+            if stores is None:
+                if not any(key.split("/")[0] == op for key in found):
+                    continue  # no state of this operator at all (another provider's dir)
+                names = {_store_name(key) for key in found if key.split("/")[0] == op}
+                partitions = int(self.batch_conf(batch).get(PARTITIONS_CONF, "0"))
+                stores = [(name, partitions) for name in sorted(names)]
+            expected[op] = [_store_key(op, p, name) for name, count in stores
+                            for p in range(count)]
+        return expected
+
+    def operator_stores(self, op: str) -> list[tuple[str, int]] | None:
+        """(store name, partition count) of each store Spark's operator metadata lists for
+        operator `op`; None where there is none (or it is not the v1 layout)."""
+        rel = f"{STATE}/{op}/{OPERATOR_METADATA}"
+        data = self.storage.read_if_exists(rel)
+        if data is None:
+            return None
+        version, _, body = data.decode(errors="replace").partition("\n")
+        if version.strip() != "v1":
+            return None
+        try:
+            infos = json.loads(body)["stateStoreInfo"]
+            return [(str(i["storeName"]), int(i["numPartitions"])) for i in infos]
+        except (ValueError, KeyError, TypeError) as e:
+            raise SourceError(f"{self.storage.url}/{rel} is not Spark's operator metadata "
+                              f"({e!r})") from e
+
+    def refuse_missing_stores(self, found: dict[str, Storage], batch: int) -> None:
+        """Refuses a checkpoint in which a store of a stateful operator is missing: a
+        savepoint or restore of it would silently start that store empty."""
+        missing = [key for keys in self.expected_stores(batch, found).values()
+                   for key in keys if key not in found]
+        if missing:
+            raise SourceError(
+                f"checkpoint {self.storage.url} lacks {len(missing)} store(s) its operators "
+                f"have (per Spark's operator metadata and {PARTITIONS_CONF}): "
+                f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}; their state "
+                "would be lost")
 
     def _refuse_foreign(self, partition_dir: str) -> None:
         foreign = [n for n in self.storage.list_names(partition_dir)
@@ -231,15 +295,32 @@ def _store_roots(storage: Storage, partition_dir: str, key: str,
 
 
 def stores_under_root(root: Storage, query_id: str) -> dict[str, Storage]:
-    """Stores of `query_id` under a rootUrl: <root>/<checkpoint hash>/<op>/<part>/<store>/."""
+    """Stores of `query_id` under a rootUrl: <root>/<checkpoint hash>/<op>/<part>/<store>/.
+    Refuses a query id found under two checkpoint hashes (the checkpoint was moved, or two
+    spellings of it were used): which one holds the live state cannot be told."""
     own = query_dir(query_id)
-    stores = {}
+    stores: dict[str, Storage] = {}
+    hashes: set[str] = set()
     for path in root.fs.glob(root.path(f"*/*/*/*/{own}")):
         rel = str(path)[len(root.root) + 1:]
-        _, op, part, name, _ = rel.split("/")
-        key = f"{op}/{part}" if name == DEFAULT_STORE else f"{op}/{part}/{name}"
-        stores[key] = root.child(rel)
+        checkpoint, op, part, name, _ = rel.split("/")
+        hashes.add(checkpoint)
+        stores[_store_key(op, int(part), name)] = root.child(rel)
+    if len(hashes) > 1:
+        raise SourceError(
+            f"the state of query {query_id} under {root.url} sits under {len(hashes)} "
+            f"checkpoint locations ({', '.join(sorted(hashes))}): the checkpoint was used under "
+            "two paths. Keep the one the query runs with and move the other away")
     return stores
+
+
+def _store_key(op: str, partition: int, name: str) -> str:
+    return f"{op}/{partition}" if name == DEFAULT_STORE else f"{op}/{partition}/{name}"
+
+
+def _store_name(key: str) -> str:
+    parts = key.split("/")
+    return parts[2] if len(parts) > 2 else DEFAULT_STORE
 
 
 def store_location_key(key: str) -> str:

@@ -11,11 +11,12 @@ this process.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import StateStoreError
-from ..manifest import FileRef, file_path, manifest_path, snapshot_path
+from ..manifest import FileRef, file_path, snapshot_path
 from ..progress import Progress
 from ..seeding import copy_version
 from ..storage import Storage, checksum, format_checksum, open_storage
@@ -72,12 +73,10 @@ def savepoint(checkpoint: str, target: str, batch: int | None = None, *,
     plans = {key: store.plan_load(source.version) for key, store in stores.items()}
     state_files = sum(len(p.snapshot.files if p.snapshot else []) + max(len(p.changelogs), 1)
                       for p in plans.values())
-    state_bytes = sum(f.size for p in plans.values()
-                      for f in [*(p.snapshot.files if p.snapshot else []),
-                                *(c.file for c in p.changelogs)])
+    state_bytes = sum(f.size for p in plans.values() for f in p.files)
     progress = Progress.for_terminal(f"savepoint {target}", state_bytes,
                                      state_files + len(source.spark_files), quiet)
-    files = copy_spark_files(source.spark_root, source.spark_files, out, progress)
+    files = copy_spark_files(source.read_spark_file, source.spark_files, out, progress)
     for key in sorted(stores):
         files += _copy_store(stores[key], source.version, key, out, progress)
     progress.close()
@@ -107,12 +106,13 @@ def require_empty(out: Storage) -> None:
         raise SavepointError(f"{out.url} is not empty; a savepoint needs a new directory")
 
 
-def copy_spark_files(spark_root: Storage, spark_files: list[str], out: Storage,
+def copy_spark_files(read: Callable[[str], bytes], spark_files: list[str], out: Storage,
                      progress: Progress | None = None) -> list[SavedFile]:
-    """Copies Spark's files of the batch into the savepoint's checkpoint/ directory."""
+    """Copies Spark's files of the batch (`read` gives each one's bytes, verified where
+    the source recorded them) into the savepoint's checkpoint/ directory."""
     saved = []
     for rel in spark_files:
-        data = spark_root.read(rel, f"Spark file {rel} of {spark_root.url}")
+        data = read(rel)
         path = f"{CHECKPOINT_DIR}/{rel}"
         written = out.write_new(path, data)
         saved.append(SavedFile(path, written.size, written.checksum))
@@ -133,9 +133,9 @@ def _copy_store(store: Checkpoint, version: int, key: str, out: Storage,
 
     manifest = copy_version(store, version, target, claim=False, on_file=on_file)
     saved = [SavedFile(f"{prefix}/{file_path(f.name)}", f.size, f.checksum) for f in placed]
-    records = [manifest_path(manifest.version)]
+    records = [manifest.path]
     if manifest.snapshot_version is not None:
-        records.append(snapshot_path(manifest.snapshot_version))
+        records.append(snapshot_path(manifest.snapshot_version, manifest.base_lineage))
     for rel in records:
         data = target.storage.read(rel, f"record {rel} of store {key}")
         saved.append(SavedFile(f"{prefix}/{rel}", len(data), format_checksum(checksum(data))))

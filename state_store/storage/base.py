@@ -25,14 +25,11 @@ from typing import Any, TypeVar
 
 import fsspec
 
-from ..errors import CorruptFileError, StateStoreError
+from ..errors import CorruptFileError, StorageError, is_transient
 
 CHUNK = 4 << 20
 _ATTEMPTS = 5
 _FIRST_BACKOFF_S = 0.05
-# Errors that are answers, not accidents: retrying cannot change them.
-_PERMANENT = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
-              PermissionError, CorruptFileError)
 T = TypeVar("T")
 
 
@@ -50,10 +47,6 @@ class Written:
 
     size: int
     checksum: str
-
-
-class StorageError(StateStoreError):
-    """A storage operation kept failing after its retries."""
 
 
 class Storage:
@@ -84,9 +77,9 @@ class Storage:
         for attempt in range(_ATTEMPTS):
             try:
                 return op()
-            except _PERMANENT:
-                raise
             except OSError as e:
+                if not is_transient(e):
+                    raise
                 if attempt == _ATTEMPTS - 1:
                     raise StorageError(f"{what} failed after {_ATTEMPTS} attempts: {e}") from e
                 time.sleep(_FIRST_BACKOFF_S * 2**attempt)

@@ -13,7 +13,7 @@ import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
-import org.json4s.{DefaultFormats, JNothing, JObject, JString}
+import org.json4s.{DefaultFormats, JLong, JNothing, JObject, JString}
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
 
 import org.apache.spark.{SparkEnv, TaskContext}
@@ -54,9 +54,11 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   private var writerThread: Thread = _
   private var writerConnection: Connection = _ // holds the writer's working copy
   private var queryId: Option[String] = None // read once, when first needed
-  // The query run whose task created this provider: Spark runs a micro-batch's jobs in a job
-  // group named by the run id. None outside a streaming task (a test, a state reader).
+  // The query run whose task created this provider (RunEpochs.runOf); None outside a
+  // streaming task (a test, a state reader).
   private var createdByRun: Option[String] = None
+  // The epoch its commits publish under (RunEpochs); 0 outside a query run.
+  private var runEpoch: Long = 0L
 
   override def init(
       stateStoreId: StateStoreId,
@@ -72,8 +74,10 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     this.storeConf = storeConfs
     this.hadoopConf = hadoopConf
     this.launch = LaunchOptions.fromConfs(storeConfs.sqlConfs)
-    this.createdByRun =
-      Option(TaskContext.get()).flatMap(task => Option(task.getLocalProperty(JobGroupKey)))
+    this.createdByRun = RunEpochs.runOf(TaskContext.get())
+    this.runEpoch = createdByRun.map { run =>
+      RunEpochs.epochOf(new Path(stateStoreId.checkpointRootLocation).getParent, run, hadoopConf)
+    }.getOrElse(0L)
     this.cache = new ReadCache(CacheBudget.of(launch.readCacheMB))
     registerColumnFamily(Wire.DefaultCf, keySchema, valueSchema, keyStateEncoderSpec,
       useMultipleValuesPerKey)
@@ -388,6 +392,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       "store_name" -> JString(describe),
       "local_name" -> JString(localName),
       "query_id" -> JString(streamingQueryId),
+      "run_epoch" -> JLong(runEpoch),
       "writer" -> JString(writerName),
       "options" -> JObject(pyrocks.toList.map { case (k, v) => k -> JString(v) }))
     compact(render(spec)).getBytes(UTF_8)
@@ -533,7 +538,6 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 
 object PyRocksStateStoreProvider {
   val ProviderName = "PyRocksStateStoreProvider"
-  private val JobGroupKey = "spark.jobGroup.id" // SparkContext's, set by setJobGroup
   private val ChangeHeadBytes = 9 // a change feed pair's key: version i64, op u8 (protocol.py)
 
   /**

@@ -7,7 +7,7 @@ import java.util.concurrent.ConcurrentHashMap
 
 import scala.util.control.NonFatal
 
-import org.json4s.{JNothing, JValue}
+import org.json4s.{JNothing, JObject, JString, JValue}
 import org.json4s.JsonDSL._
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
 
@@ -37,7 +37,7 @@ class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Loggin
       "the query result store (state_store.spark.configure(builder, resultStore=URL))"))
   private val runs = new ConcurrentHashMap[UUID, Run]()
 
-  startRecorder("resume", None)
+  startRecorder("resume", JNothing, JNothing)
 
   /** Called in the query's own thread before `start()` returns, so the query is active. */
   override def onQueryStarted(event: QueryStartedEvent): Unit = {
@@ -66,7 +66,8 @@ class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Loggin
         "without its checkpoint (no cleanup)")
       Run(event.runId.toString, None, "", runsToCompletion = false, "", None, None, None, 0L)
     }
-    startRecorder("record", Some(compact(render(entry(event, run)))))
+    startRecorder("record", entry(event, run),
+      run.rootOptions.map(parse(_)).getOrElse(JNothing))
   }
 
   private def entry(event: QueryTerminatedEvent, run: Run): JValue = {
@@ -83,21 +84,21 @@ class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Loggin
         ("error" -> event.exception) ~ ("last_batch_id" -> lastBatch) ~
         ("started_at_ms" -> run.startedAtMs) ~ ("ended_at_ms" -> System.currentTimeMillis()) ~
         ("metrics" -> progress.getOrElse(JNothing)) ~ ("state_root" -> run.stateRoot) ~
-        ("retain" -> run.retain) ~ ("orphan_margin_s" -> run.orphanMarginS))) ~
-      // Beside the result, never in it: they may hold credentials.
-      ("root_options" -> run.rootOptions.map(parse(_)).getOrElse(JNothing))
+        ("retain" -> run.retain) ~ ("orphan_margin_s" -> run.orphanMarginS)))
   }
 
-  /** Starts the recorder process; it logs to the driver's stderr and outlives no driver. */
-  private def startRecorder(mode: String, stdin: Option[String]): Unit = {
-    val option = (key: String) => conf.getOption(Prefix + key).toSeq
-    val args = Seq(launch.pythonExec, "-m", "state_store.results", mode, "--url", url) ++
-      Seq("resultStoreOptions" -> "--store-options", "rootOptions" -> "--root-options",
-        "cleanupBackoffInitialSeconds" -> "--backoff-initial",
-        "cleanupBackoffMaxSeconds" -> "--backoff-max",
-        "cleanupMaxAttempts" -> "--max-attempts").flatMap { case (key, flag) =>
-        option(key).flatMap(value => Seq(flag, value))
-      }
+  /**
+   * Starts the recorder process; it logs to the driver's stderr and outlives no driver.
+   * Every setting goes on its stdin, never in its argv (visible to every user of the
+   * machine): the result store's settings as the session has them, the run's entry, and
+   * the run's own rootOptions beside it (never in it: they may hold credentials).
+   */
+  private def startRecorder(mode: String, entry: JValue, runRootOptions: JValue): Unit = {
+    val settings = conf.getAll.filter { case (key, _) => RecorderKeys.contains(key) }
+      .toList.map { case (key, value) => key -> JString(value) }
+    val stdin = compact(render(("conf" -> JObject(settings)) ~ ("entry" -> entry) ~
+      ("run_root_options" -> runRootOptions)))
+    val args = Seq(launch.pythonExec, "-m", "state_store.results", mode)
     val builder = new ProcessBuilder(args: _*)
     launch.pythonPath.foreach { p =>
       val env = builder.environment()
@@ -108,7 +109,7 @@ class ResultRecorder(conf: SparkConf) extends StreamingQueryListener with Loggin
     try {
       val process = builder.start()
       val in = process.getOutputStream
-      try stdin.foreach(text => in.write(text.getBytes(UTF_8))) finally in.close()
+      try in.write(stdin.getBytes(UTF_8)) finally in.close()
     } catch {
       case e: IOException => logError(s"cannot start the result store recorder " +
         s"'${launch.pythonExec}' (set ${Prefix}pythonExec): ${e.getMessage}; the run is not " +
@@ -122,6 +123,10 @@ object ResultRecorder {
   val Prefix: String = LaunchOptions.Prefix
   val StoreKey: String = Prefix + "resultStore"
   val RunKeyKey: String = Prefix + "runKey"
+  /** What the recorder reads of the session's conf (state_store.results.settings). */
+  private val RecorderKeys: Set[String] = Set("resultStore", "resultStoreOptions", "rootOptions",
+    "cleanupBackoffInitialSeconds", "cleanupBackoffMaxSeconds", "cleanupMaxAttempts")
+    .map(Prefix + _)
 
   /** What the start of a run tells about it; `lastProgress` follows its progress reports. */
   // retain and orphanMarginS are None where the session keeps the defaults, which the

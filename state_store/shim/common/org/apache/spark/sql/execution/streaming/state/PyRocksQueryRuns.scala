@@ -2,6 +2,8 @@ package org.apache.spark.sql.execution.streaming.state
 
 import java.util.UUID
 
+import org.apache.hadoop.conf.Configuration
+
 import org.apache.spark.sql.classic.SparkSession
 
 /**
@@ -12,7 +14,7 @@ import org.apache.spark.sql.classic.SparkSession
  */
 object PyRocksQueryRuns {
   final case class RunInfo(checkpoint: String, runsToCompletion: Boolean,
-      conf: String => Option[String])
+      conf: String => Option[String], hadoopConf: () => Configuration)
 
   /** The active query `queryId`, if this application runs it now. */
   def describe(queryId: UUID): Option[RunInfo] =
@@ -22,6 +24,7 @@ object PyRocksQueryRuns {
         val trigger = query.trigger.getClass.getSimpleName
         RunInfo(query.resolvedCheckpointRoot,
           trigger.startsWith("AvailableNow") || trigger.startsWith("OneTime"),
-          key => query.sparkSession.conf.getOption(key))
+          key => query.sparkSession.conf.getOption(key),
+          () => query.sparkSession.sessionState.newHadoopConf())
       }
 }
