@@ -293,3 +293,71 @@ def test_a_query_started_on_an_interrupted_restore_is_refused(tmp_path: Path) ->
             start_query(spark, AGG, tmp_path, {}, checkpoint=new).processAllAvailable()
     finally:
         spark.stop()
+
+
+def _changed_agg(spark, source):  # noqa: ANN001, ANN202 - AGG with another value schema
+    from pyspark.sql import functions as F
+
+    from streaming_queries import read
+    return read(spark, source).groupBy("k").agg(F.count("*"), F.sum("v"), F.min("ts"),
+                                                 F.max("ts"))
+
+
+def _schema_error(spark, work: Path, checkpoint: Path) -> str:  # noqa: ANN001
+    """The error class Spark gives for AGG restarted on `checkpoint` with a changed state
+    value schema."""
+    from dataclasses import replace
+
+    changed = replace(AGG, build=_changed_agg)
+    query = start_query(spark, changed, work, {}, checkpoint=checkpoint)
+    write_batch(work / AGG.name / "input", 9)
+    with pytest.raises(StreamingQueryException) as failure:
+        query.processAllAvailable()
+    query.stop()
+    return str(failure.value)
+
+
+def test_a_changed_schema_after_a_savepoint_is_refused_as_on_the_source(tmp_path: Path) -> None:
+    """A native savepoint carries Spark's state schema files, so a restored query whose
+    state schema changed is refused with the error Spark gives on the source checkpoint."""
+    conf = pyrocks_conf(tmp_path / "pool")
+    run_queries([AGG], tmp_path / "a", conf, batches=3, restart_after=[])
+    source = checkpoint_of(tmp_path / "a", AGG)
+    schemas = sorted(str(p.relative_to(source)) for p in (source / "state").rglob("*")
+                     if p.is_file() and "_metadata" in p.parts and not p.name.startswith("."))
+    assert any(p.endswith("/schema") or "_stateSchema" in p for p in schemas), schemas
+    savepoint(str(source), str(tmp_path / "sp"))
+    restore(str(tmp_path / "sp"), str(tmp_path / "b"))
+    restored = tmp_path / "b"
+    assert all((restored / p).exists() for p in schemas)
+    spark = make_spark(conf)
+    try:
+        on_source = _schema_error(spark, tmp_path / "a", source)
+        on_restored = _schema_error(spark, tmp_path / "a", restored)
+    finally:
+        spark.stop()
+    error_class = "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"
+    assert error_class in on_source and error_class in on_restored, (on_source, on_restored)
+
+
+@pytest.mark.parametrize("mode", ["no-claim", "claim"])
+def test_a_damaged_savepoint_is_refused_naming_the_file(tmp_path: Path, mode: str) -> None:
+    """A file of a savepoint altered at the same length (a commit's watermark, a state
+    file's bytes) fails the restore, which names it, before the new checkpoint is usable."""
+    conf = pyrocks_conf(tmp_path / "pool")
+    run_queries([AGG], tmp_path / "a", conf, batches=3, restart_after=[])
+    sp = tmp_path / "sp"
+    info = savepoint(str(checkpoint_of(tmp_path / "a", AGG)), str(sp))
+    commit = sp / "checkpoint" / "commits" / str(info.batch)
+    state_file = next(p for p in sorted((sp / "stores").rglob("files/*")) if p.stat().st_size)
+    for damaged in (commit, state_file):
+        good = damaged.read_bytes()
+        damaged.write_bytes(bytes([good[0] ^ 0x01]) + good[1:])  # same length, other bytes
+        target = tmp_path / f"restored-{damaged.name}"
+        with pytest.raises(Exception, match=str(damaged.relative_to(sp))) as refused:
+            restore(str(sp), str(target), mode=mode)
+        assert "checksum" in str(refused.value) or "corrupt" in str(refused.value)
+        assert not (target / "metadata").exists()  # never a usable checkpoint
+        damaged.write_bytes(good)
+    restored = restore(str(sp), str(tmp_path / "restored"), mode=mode)
+    assert (Path(restored.checkpoint) / "metadata").exists()
