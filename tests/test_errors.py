@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from state_store import bridge
 from state_store.errors import OptionError
-from state_store.options import PREFIX
+from state_store.options import PREFIX, StoreOptions, store_options
 from state_store.spark import PROVIDER_KEY, spark_conf
 
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -39,6 +39,16 @@ def run_counts(spark: SparkSession, input_dir: Path, checkpoint: Path) -> None:
 def test_spark_conf_rejects_unknown_option() -> None:
     with pytest.raises(OptionError, match=rf"unknown option {PREFIX}snapshotIntervall"):
         spark_conf(snapshotIntervall=5)
+
+
+def test_short_option_keys_are_honoured_or_refused_never_ignored() -> None:
+    assert store_options({"snapshotInterval": "7"}).snapshot_interval == 7
+    assert store_options({f"{PREFIX}snapshotInterval": "8"}).snapshot_interval == 8
+    with pytest.raises(OptionError, match=rf"unknown option {PREFIX}snapshotIntervall"):
+        store_options({"snapshotIntervall": "7"})
+    with pytest.raises(OptionError, match=rf"{PREFIX}maxReplayVersions.*an integer >= 1"):
+        store_options({"maxReplayVersions": "0"})
+    assert store_options({"spark.sql.shuffle.partitions": "3"}) == StoreOptions()  # not ours
 
 
 def test_spark_conf_rejects_invalid_value() -> None:

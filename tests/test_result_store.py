@@ -10,6 +10,7 @@ import logging
 import multiprocessing
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,9 @@ from state_store.results import (
     ResultStoreError,
     RunAlreadyRecordedError,
     UnknownRunError,
+    run_once,
 )
-from state_store.results.cleanup import StateAccess, with_backoff
+from state_store.results.cleanup import StateAccess, clean_up, with_backoff
 from state_store.results.recorder import complete, record, resume
 
 
@@ -296,3 +298,66 @@ def test_complete_is_idempotent(tmp_path: Path) -> None:
     complete(store, recorded, StateAccess(), FAST)
     complete(store, recorded, StateAccess(), FAST)
     assert store.entries()[0].clean
+
+
+def _broken_checkpoint(tmp_path: Path) -> Path:
+    """A checkpoint whose only store has a manifest damaged beyond reading."""
+    checkpoint = tmp_path / "ckpt"
+    query_id = str(uuid.uuid4())
+    root = checkpoint / "state" / "0" / "0" / f"query-{query_id}" / "manifests"
+    root.mkdir(parents=True)
+    (checkpoint / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+    (root / f"{1:020d}.json").write_text('{"kind": "pyrocks-state-store", "form')
+    return checkpoint
+
+
+def test_a_permanent_error_ends_the_cleanup_at_once_and_leaves_the_run_dirty(
+        tmp_path: Path) -> None:
+    """A damaged manifest cannot heal: the first failure ends the cleanup (even with no
+    limit on attempts), the run stays dirty, and the error names the file."""
+    store = FileSystemResultStore(str(tmp_path / "results"))
+    broken = replace(result("damaged"), checkpoint=str(_broken_checkpoint(tmp_path)))
+    def never_sleeps(delay: float) -> None:
+        raise AssertionError(f"a permanent error was retried (after {delay} s)")
+
+    with pytest.raises(CleanupFailed, match=r"retrying cannot change: CorruptFileError: "
+                                            r"manifest of version 1 .* not valid JSON"):
+        clean_up(broken, StateAccess(), Backoff(1.0, 60.0, max_attempts=0), never_sleeps)
+    with pytest.raises(CleanupFailed, match=r"retrying cannot change"):
+        record(store, broken, StateAccess(), Backoff(0.0, 0.0, max_attempts=3))
+    assert store.has_dirty("damaged")
+
+
+class _Session:
+    """What run_once reads of a SparkSession: its conf (a stand-in for Spark's, not ours)."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.conf = self
+        self.values = conf
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+
+@pytest.mark.parametrize("fault", ["permanent", "transient"])
+def test_run_once_never_hangs_on_a_run_whose_cleanup_keeps_failing(tmp_path: Path,
+                                                                   fault: str) -> None:
+    """A recorded run is never run again; a dirty one whose cleanup cannot complete ends
+    run_once with a clear error after a few attempts, even with no limit configured."""
+    prefix = "spark.sql.streaming.stateStore.pyrocks."
+    url = f"{faulty_fs.PROTOCOL}://{tmp_path}/results"
+    store = FileSystemResultStore(url)
+    recorded = replace(result("nightly"), checkpoint=str(_broken_checkpoint(tmp_path))) \
+        if fault == "permanent" else result("nightly")
+    store.create_dirty(recorded)
+    spark = _Session({prefix + "resultStore": url, prefix + "cleanupBackoffInitialSeconds": "0",
+                      prefix + "cleanupBackoffMaxSeconds": "0"})
+    started: list[str] = []
+    if fault == "transient":
+        FUSE.transient = 10**9  # the store never answers again
+    try:
+        with pytest.raises(CleanupFailed, match=r"run nightly already ran .* not run again"):
+            run_once(spark, "nightly", lambda: started.append("again"))
+    finally:
+        FUSE.disarm()
+    assert started == [] and store.has_dirty("nightly")

@@ -28,7 +28,13 @@ from state_store.cli import main
 from state_store.engine import VersionedStore
 from state_store.manifest import Owner
 from state_store.options import StoreOptions
-from state_store.savepoint import RestoreError, restore, savepoint, stop_with_savepoint
+from state_store.savepoint import (
+    RestoreError,
+    SourceError,
+    restore,
+    savepoint,
+    stop_with_savepoint,
+)
 from state_store.seeding import trusted_roots
 from state_store.storage import open_storage
 from streaming_queries import BY_NAME, QUERIES, write_batch
@@ -361,3 +367,31 @@ def test_a_damaged_savepoint_is_refused_naming_the_file(tmp_path: Path, mode: st
         damaged.write_bytes(good)
     restored = restore(str(sp), str(tmp_path / "restored"), mode=mode)
     assert (Path(restored.checkpoint) / "metadata").exists()
+
+
+def test_a_checkpoint_missing_a_store_is_refused_naming_it(tmp_path: Path) -> None:
+    """Spark's operator metadata lists every store of every partition: a savepoint or a
+    restore of a checkpoint that lacks one would start it empty, so both refuse."""
+    conf = pyrocks_conf(tmp_path / "pool")
+    run_queries([AGG], tmp_path / "a", conf, batches=2, restart_after=[])
+    source = checkpoint_of(tmp_path / "a", AGG)
+    (root,) = (source / "state" / "0" / "1").glob("query-*")
+    shutil.rmtree(root)
+    for attempt in (lambda: savepoint(str(source), str(tmp_path / "sp")),
+                    lambda: restore(str(source), str(tmp_path / "new"))):
+        with pytest.raises(SourceError, match=r"lacks 1 store\(s\).*: 0/1; their state"):
+            attempt()
+    assert not (tmp_path / "sp").exists() and not (tmp_path / "new").exists()
+
+
+def test_state_of_one_query_under_two_checkpoint_paths_is_refused(tmp_path: Path) -> None:
+    """Under a rootUrl, state sits below a hash of the checkpoint path: the same query id
+    under two hashes (the checkpoint was used under two paths) is ambiguous, never guessed."""
+    conf = pyrocks_conf(tmp_path / "pool", rootUrl=str(tmp_path / "root"))
+    run_queries([AGG], tmp_path / "a", conf, batches=2, restart_after=[])
+    source = checkpoint_of(tmp_path / "a", AGG)
+    (first,) = (tmp_path / "root").iterdir()
+    shutil.copytree(first, tmp_path / "root" / "0123456789abcdef")
+    with pytest.raises(SourceError, match=r"sits under 2 checkpoint locations .*"
+                                          r"0123456789abcdef"):
+        savepoint(str(source), str(tmp_path / "sp"), root_url=str(tmp_path / "root"))
