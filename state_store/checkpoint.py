@@ -272,10 +272,14 @@ class Checkpoint:
         index = index or self.index()
         manifest = self.read_manifest(version, index)
         base = manifest.snapshot_version or 0
-        plans = []
+        plans, unreadable = [], []
         for path in index.snapshot_paths(base, version):
-            snapshot = self._snapshot_if_readable(path)
-            if snapshot is not None and manifest.can_start_from(snapshot):
+            try:
+                snapshot = self.read_snapshot_at(path)
+            except CorruptFileError as e:  # deleted by GC meanwhile, or damaged
+                unreadable.append(str(e))
+                continue
+            if manifest.can_start_from(snapshot):
                 plans.append(LoadPlan(manifest, snapshot,
                                       manifest.changelogs_after(snapshot.version)))
         if manifest.snapshot_version is None:
@@ -284,7 +288,7 @@ class Checkpoint:
             raise CorruptFileError(
                 f"version {version} of {self.store_name} cannot be loaded: no readable "
                 f"snapshot of version {base} of lineage {manifest.base_lineage} (its base) is "
-                f"at {self.storage.url}")
+                f"at {self.storage.url}" + "".join(f"; {e}" for e in unreadable))
         return plans
 
     def plan_from_snapshot(self, snapshot_version: int, version: int) -> LoadPlan:
