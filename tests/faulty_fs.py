@@ -29,6 +29,7 @@ class Fuse:
     def __init__(self) -> None:
         self.remaining: int | None = None
         self.when: Callable[[str], bool] | None = None  # crash at the first such mutation
+        self.refuse: Callable[[str], bool] | None = None  # fail the first such mutation
         self.fired: list[str] = []  # the mutations a crash struck, in order
         self.transient = 0  # the next N mutations fail with a retryable network error
         self.mutations = 0
@@ -44,9 +45,15 @@ class Fuse:
         `matches`."""
         self.when = matches
 
+    def refuse_when(self, matches: Callable[[str], bool]) -> None:
+        """Fail the first mutation whose description `matches` with an error storage does
+        not retry (the process lives on: a failed upload, not a death)."""
+        self.refuse = matches
+
     def disarm(self) -> None:
         self.remaining = None
         self.when = None
+        self.refuse = None
         self.transient = 0
 
     def tick(self, what: str) -> None:
@@ -56,6 +63,9 @@ class Fuse:
             if self.transient > 0:
                 self.transient -= 1
                 raise ConnectionResetError(f"simulated transient failure: {what}")
+            if self.refuse is not None and self.refuse(what):
+                self.refuse = None
+                raise PermissionError(f"simulated refusal: {what}")
             if self.when is not None and self.when(what):
                 self.when = None
                 self._fire(what)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import http.client
 import os
+import selectors
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,39 @@ from harness import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY  # noqa: F401
 from state_store.spark import spark_conf
 
 WORKER_MODULE = "state_store.worker"
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 120.0) -> bool:
+    """Polls `condition` until it holds or `timeout` passes: a hang guard, not a timing
+    assumption (callers assert the result)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def failed_tasks(spark: Any, run_id: str) -> tuple[int, int]:
+    """(jobs a query run ran, task attempts that failed in them), from Spark's status store:
+    a streaming query runs its jobs in a job group named by its run id."""
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(run_id)
+    failed = 0
+    for job_id in jobs:
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job else []:
+            stage = tracker.getStageInfo(stage_id)
+            failed += stage.numFailedTasks if stage else 0
+    return len(jobs), failed
+
+
+def readline_within(stream: Any, timeout: float = 120.0) -> bytes | str:
+    """A line of a child's pipe, or AssertionError once `timeout` passes without one."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        assert selector.select(timeout), f"no line within {timeout} s"
+    return stream.readline()
 
 
 def pyrocks_session(app: str, local_dir: Path, conf: dict[str, str] | None = None,

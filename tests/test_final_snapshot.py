@@ -20,6 +20,7 @@ from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
     pyrocks_conf,
+    wait_until,
     worker_pids,
 )
 from state_store.checkpoint import Checkpoint
@@ -85,7 +86,7 @@ def test_available_now_query_ends_with_a_snapshot_of_its_last_version(
     source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
     _write_batches(source, 4)
     query = _sums(spark, source, checkpoint).trigger(availableNow=True).start()
-    query.awaitTermination()
+    assert query.awaitTermination(300), "the AvailableNow query never ended"
     assert query.lastProgress["batchId"] == 3
     _assert_finished(spark, checkpoint, tmp_path)
 
@@ -133,8 +134,7 @@ def test_stopping_the_session_finishes_every_store(tmp_path: Path) -> None:
         query = (rates.groupBy((F.col("value") % 17).alias("k")).count().writeStream
                  .outputMode("update").format("noop")
                  .option("checkpointLocation", str(checkpoint)).start())
-        while (query.lastProgress or {}).get("batchId", -1) < 3:
-            time.sleep(0.2)
+        assert wait_until(lambda: (query.lastProgress or {}).get("batchId", -1) >= 3, 300)
         query.stop()
     finally:
         spark.stop()

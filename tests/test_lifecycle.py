@@ -7,8 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -20,18 +18,11 @@ from pyrocks_support import (
     java_children,
     leftover_files,
     pyrocks_conf,
+    readline_within,
+    wait_until,
     worker_pids,
     worker_sockets,
 )
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return condition()
 
 
 def test_session_stop_ends_workers_and_removes_sockets(tmp_path: Path) -> None:
@@ -75,7 +66,10 @@ DRIVER = textwrap.dedent("""
     rates = spark.readStream.format("rate").option("rowsPerSecond", 100).load()
     q = (rates.groupBy((F.col("value") % 10).alias("k")).count().writeStream
          .outputMode("update").format("noop").option("checkpointLocation", sys.argv[2]).start())
+    deadline = time.monotonic() + 300  # a hang guard: the test fails rather than waits
     while (q.lastProgress or {}).get("batchId", -1) < 1:
+        if time.monotonic() > deadline:
+            sys.exit("no batch within 300 s")
         time.sleep(0.2)
     print("RUNNING", flush=True)
     time.sleep(600)
@@ -90,7 +84,8 @@ def test_killed_jvm_takes_its_workers_and_sockets(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     try:
-        assert driver.stdout is not None and driver.stdout.readline().strip() == "RUNNING"
+        assert driver.stdout is not None
+        assert readline_within(driver.stdout, 300).strip() == "RUNNING"
         sockets = worker_sockets(worker_pids(pool_dir))
         assert sockets and all(s.exists() for s in sockets)
         jvms = java_children(driver.pid)
@@ -100,4 +95,4 @@ def test_killed_jvm_takes_its_workers_and_sockets(tmp_path: Path) -> None:
         assert not any(s.exists() for s in sockets)
     finally:
         driver.kill()
-        driver.wait()
+        driver.wait(60)

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from harness import HDFS, PROVIDER_KEY, Outputs, assert_same_outputs, make_spark, start_query
-from pyrocks_support import pyrocks_conf, worker_pids
+from pyrocks_support import failed_tasks, pyrocks_conf, worker_pids
 from state_store.options import PREFIX
 from state_store.spark import PROVIDER_CLASS
 from streaming_queries import BY_NAME, write_batch
@@ -32,20 +32,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.conf.set("pyrocks.test.pool", str(pool))
     yield session
     session.stop()
-
-
-def failed_tasks(spark: SparkSession, query: StreamingQuery) -> tuple[int, int]:
-    """(jobs the query ran, task attempts that failed in them), from Spark's status store:
-    a streaming query runs its jobs in a job group named by its run id."""
-    tracker = spark.sparkContext.statusTracker()
-    jobs = tracker.getJobIdsForGroup(str(query.runId))
-    failed = 0
-    for job_id in jobs:
-        job = tracker.getJobInfo(job_id)
-        for stage_id in job.stageIds if job else []:
-            stage = tracker.getStageInfo(stage_id)
-            failed += stage.numFailedTasks if stage else 0
-    return len(jobs), failed
 
 
 def memory_bounds(pool: Path) -> set[int]:
@@ -77,7 +63,7 @@ def run_together(spark: SparkSession, provider: str, work: Path,
                 query.processAllAvailable()
         bounds = memory_bounds(Path(spark.conf.get("pyrocks.test.pool")))
         for query in queries:
-            jobs, failed = failed_tasks(spark, query)
+            jobs, failed = failed_tasks(spark, str(query.runId))
             assert jobs >= BATCHES, f"{query.name or query.id}: only {jobs} jobs were seen"
             assert failed == 0, f"{failed} tasks of query {query.id} failed"
     finally:

@@ -94,7 +94,7 @@ def test_a_real_time_query_runs_beside_a_stateful_query_on_ours(
                   .writeStream.outputMode("complete").format("memory").queryName("rtm_counts")
                   .option("checkpointLocation", str(tmp_path / "ckpt"))
                   .trigger(availableNow=True).start())
-        counts.awaitTermination()
+        assert counts.awaitTermination(300), "the AvailableNow query never ended"
         assert real_time.isActive
         assert {r["k"]: r["count"] for r in spark.table("rtm_counts").collect()} == \
             {k: 10 for k in range(4)}

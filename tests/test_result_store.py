@@ -148,7 +148,7 @@ def test_bad_run_keys_and_bad_entries_are_named(tmp_path: Path) -> None:
 def _race(url: str, options: dict, keys: list[str], barrier: multiprocessing.Barrier,
           wins: multiprocessing.Queue) -> None:
     store = FileSystemResultStore(url, options)
-    barrier.wait()
+    barrier.wait(120)
     for key in keys:
         try:
             store.create_dirty(result(key))

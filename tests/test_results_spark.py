@@ -115,7 +115,7 @@ def test_every_run_is_recorded_with_its_outcome(spark: SparkSession, results: Pa
     stopped.stop()
     failed = counting(spark, source, tmp_path / "c2", fail=True)
     with pytest.raises(Exception, match="the sink refuses batch 0"):
-        failed.awaitTermination()
+        failed.awaitTermination(300)
 
     was_stopped = wait_clean(store, str(stopped.runId))
     assert (was_stopped.outcome, was_stopped.last_batch_id) == ("stopped", 1)

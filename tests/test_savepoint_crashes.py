@@ -68,10 +68,14 @@ def snapshot_of(directory: Path) -> dict[str, bytes]:
             for p in directory.rglob("*") if p.is_file()}
 
 
-def take_savepoint(base: Path, source: str, crash_at: int | None) -> str:
+def take_savepoint(base: Path, source: str, crash_at: int | None,
+                   died: list[bool] | None = None) -> str:
     before = snapshot_of(base / "ckpt")
     target = f"{faulty_fs.PROTOCOL}://{base}/sp"
-    if dies_during(crash_at, lambda: savepoint(source, target)):
+    crashed = dies_during(crash_at, lambda: savepoint(source, target))
+    if died is not None:
+        died.append(crashed)
+    if crashed:
         assert snapshot_of(base / "ckpt") == before  # the source is only read
         if (base / "sp").exists():
             with pytest.raises(SourceError, match="incomplete savepoint|neither"):
@@ -145,10 +149,17 @@ def test_crashes_in_savepoint_restore_and_seeding(mode: str, via_savepoint: bool
 
 def test_every_crash_point_of_a_savepoint(tmp_path: Path) -> None:
     """Exhaustively, for one savepoint: each mutation in turn is the one that kills it."""
-    for crash_at in range(40):
+    source, _ = build_source(tmp_path / "count")
+    before = FUSE.mutations
+    take_savepoint(tmp_path / "count", source, None)
+    mutations = FUSE.mutations - before
+    assert mutations > 10
+    for crash_at in range(mutations):
         base = tmp_path / f"crash-{crash_at}"
         source, _ = build_source(base)
-        take_savepoint(base, source, crash_at)
+        died: list[bool] = []
+        take_savepoint(base, source, crash_at, died)
+        assert died == [True], f"no crash at mutation {crash_at} of {mutations}"
 
 
 def test_a_restore_refuses_a_directory_that_is_not_its_own(tmp_path: Path) -> None:

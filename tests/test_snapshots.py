@@ -185,14 +185,15 @@ def test_concurrent_attempts_at_one_version(tmp_path: Path) -> None:
     results: list[bool] = [False, False]
 
     def commit(i: int) -> None:
-        start.wait()
+        start.wait(60)
         results[i] = bool(attempts[i].commit(3)["published"])
 
     threads = [threading.Thread(target=commit, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(120)
+        assert not t.is_alive(), "a commit never returned"
     assert sorted(results) == [False, True]
     winner = results.index(True)
     checkpoint = attempts[winner].checkpoint

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pyrocks_support import worker_pids
+from pyrocks_support import failed_tasks, worker_pids
 from state_store.spark import PROVIDER_CLASS
 from worker_faults import BATCHES, HDFS, POOL_KEY, retrying_spark_fixture, run_totals, victims
 
@@ -20,10 +20,13 @@ def test_killed_worker_is_replaced_and_output_unchanged(
 ) -> None:
     pool = Path(retrying_spark.conf.get(POOL_KEY))
     reference, _ = run_totals(retrying_spark, HDFS, tmp_path / "hdfs", signal.SIGKILL)
-    ours, _ = run_totals(retrying_spark, PROVIDER_CLASS, tmp_path / "ours", signal.SIGKILL)
+    ours, run_id = run_totals(retrying_spark, PROVIDER_CLASS, tmp_path / "ours",
+                              signal.SIGKILL)
     killed = victims(tmp_path / "ours")
-    assert killed, "no worker was killed"
+    assert len(killed) == 1, "not exactly one worker was killed"
     assert ours == reference
+    # The task whose worker died failed once, and its retry succeeded; nothing else failed.
+    assert failed_tasks(retrying_spark, run_id)[1] == 1
     assert len(reference) == BATCHES
     replacements = set(worker_pids(pool))
     assert replacements and not replacements & killed, "the pool did not replace its workers"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyrocks_support import S3Endpoint, condition_ignoring_endpoint
+from pyrocks_support import S3Endpoint, condition_ignoring_endpoint, readline_within
 from state_store import records
 from state_store.protocol import HEADER, I64, Request, Status
 from state_store.records import Op
@@ -27,7 +27,7 @@ def worker(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
              "--data-dir", str(tmp_path / "data"), "--log", str(tmp_path / "w.stderr")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
     assert proc.stdout is not None
-    assert proc.stdout.readline().startswith(b"READY")
+    assert readline_within(proc.stdout, 60).startswith(b"READY")
     yield proc, sock
     assert proc.stdin is not None
     proc.stdin.close()

@@ -1,5 +1,6 @@
 """What the worker-fault tests share: a session whose failed tasks are retried, and a query
-whose stateful function, once in batch FAULT_IN_BATCH, signals every state store worker."""
+whose stateful function, once in batch FAULT_IN_BATCH, signals the state store worker that
+serves its own partition (so exactly one task attempt fails, and Spark's retry succeeds)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
@@ -18,6 +20,7 @@ from pyrocks_support import (
     MAINTENANCE_INTERVAL_KEY,
     pyrocks_conf,
     worker_pids,
+    worker_sockets,
 )
 from state_store.spark import PROVIDER_KEY
 
@@ -56,8 +59,10 @@ def retrying_session(pool: Path, **options: object) -> SparkSession:
 
 
 def running_totals(pool_dir: str, marker: str, signum: int):
-    """A stateful function that, once, sends `signum` to every state store worker while it
-    holds state; the pids go to `marker` (whose creation also makes it happen only once)."""
+    """A stateful function that, once, sends `signum` to the state store worker serving its
+    task's partition (the shim gives partition p to worker p % workers, socket w<index>.sock)
+    while it holds state; the pid goes to `marker` (whose creation also makes it happen only
+    once)."""
 
     def update(key: tuple, frames: Iterator[pd.DataFrame], state: GroupState):
         total = state.get[0] if state.exists else 0
@@ -71,7 +76,10 @@ def running_totals(pool_dir: str, marker: str, signum: int):
             except FileExistsError:
                 fd = -1  # done once already: this is Spark's retry of the task
             if fd >= 0:
-                victims = worker_pids(Path(pool_dir))
+                pids = worker_pids(Path(pool_dir))
+                index = TaskContext.get().partitionId() % len(pids)
+                victims = [pid for pid, sock in zip(pids, worker_sockets(pids), strict=True)
+                           if sock.name == f"w{index}.sock"]
                 os.write(fd, " ".join(map(str, victims)).encode())
                 os.close(fd)
                 for pid in victims:
