@@ -130,14 +130,16 @@ def apply_seed(location: Storage, target: Checkpoint, query_id: str) -> Seed | N
 
 
 def copy_version(source: Checkpoint, version: int, target: Checkpoint, claim: bool,
-                 on_file: OnFile | None = None) -> Manifest:
+                 on_file: OnFile | None = None, verify: bool = True) -> Manifest:
     """Publishes in `target` what rebuilds `version` of `source`: the snapshot `source`
-    would load it from (if any) and a manifest whose chain replays the rest. Copies are
-    verified before any record is published; a damaged source file is named."""
+    would load it from (if any) and a manifest whose chain replays the rest. With `verify`
+    (restores and seeding), copies are checked against their records before any record is
+    published, and a damaged source file is named; a savepoint copies without reading (its
+    records keep every file's checksum, so damage shows when it is verified or restored)."""
     plan = source.plan_load(version)
     chain = own_chain(plan)
     files = [*(plan.snapshot.files if plan.snapshot else []), *(c.file for c in chain)]
-    place = _claimer(source) if claim else _copier(source, target)
+    place = _claimer(source) if claim else _copier(source, target, verify)
     placed = _place_all(files, place, on_file)
     snapshot = plan.snapshot
     if snapshot is not None:
@@ -178,19 +180,18 @@ def _place_all(files: list[FileRef], place: Callable[[FileRef], FileRef],
         return list(pool.map(one, files))
 
 
-def _copier(source: Checkpoint, target: Checkpoint) -> Callable[[FileRef], FileRef]:
+def _copier(source: Checkpoint, target: Checkpoint,
+            verify: bool) -> Callable[[FileRef], FileRef]:
     def copy(ref: FileRef) -> FileRef:
         stem = uuid.uuid4().hex
         name = f"{stem}-{ref.local_name}" if ref.local_name else f"{stem}.changelog"
         origin = source.storage_of(ref)
-        target.storage.duplicate(file_path(ref.name), file_path(name), origin, ref.size)
-        try:
-            target.storage.verify(file_path(name), ref.written,
-                                  f"{origin.path(file_path(ref.name))} of {source.store_name}, "
-                                  "copied")
-        except CorruptFileError:
-            target.storage.delete(file_path(name))
-            raise
+        if verify:
+            target.storage.duplicate_verified(
+                file_path(ref.name), file_path(name), origin, ref.written,
+                f"{origin.path(file_path(ref.name))} of {source.store_name}, copied")
+        else:
+            target.storage.duplicate(file_path(ref.name), file_path(name), origin, ref.size)
         return replace(ref, name=name, owner=Owner.OWNED, root="")
 
     return copy

@@ -34,8 +34,10 @@ from harness import (
 )
 from pyrocks_support import pyrocks_conf
 from state_store.cli import main
+from state_store.errors import CorruptFileError
 from state_store.savepoint import RestoreError, SourceError, restore, savepoint
 from state_store.spark import PROVIDER_CLASS
+from state_store.storage import checksum, format_checksum
 from streaming_queries import BY_NAME, QUERIES, QuerySpec, read, write_batch
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -320,6 +322,18 @@ def test_refuses_a_partition_count_that_changes_nothing_or_is_not_positive(
         spark.stop()
 
 
+def relist(savepoint_dir: Path) -> None:
+    """Rewrites a canonical savepoint's descriptor to list its Parquet files as they are."""
+    descriptor = json.loads((savepoint_dir / "_savepoint.json").read_text())
+    files = [f for f in descriptor["files"] if not f["path"].startswith("canonical/")]
+    for path in sorted((savepoint_dir / "canonical").rglob("*.parquet")):
+        data = path.read_bytes()
+        files.append({"path": str(path.relative_to(savepoint_dir)), "size": len(data),
+                      "checksum": format_checksum(checksum(data))})
+    descriptor["files"] = files
+    (savepoint_dir / "_savepoint.json").write_text(json.dumps(descriptor))
+
+
 def test_refuses_a_savepoint_whose_rows_no_longer_have_the_store_types(
         tmp_path: Path, agg_savepoint: Path) -> None:
     damaged = tmp_path / "damaged"
@@ -334,6 +348,11 @@ def test_refuses_a_savepoint_whose_rows_no_longer_have_the_store_types(
         shutil.rmtree(store)
         spark.createDataFrame(rows, frame.schema).write.parquet(str(store))
         target = tmp_path / "restored"
+        # The files the descriptor lists are gone: refused before anything is read.
+        with pytest.raises(CorruptFileError, match=r"canonical/0/default/part-.*is missing"):
+            restore(str(damaged), str(target), spark=spark)
+        # Listed with their new checksums, they are read, and their types do not match.
+        relist(damaged)
         with pytest.raises(RestoreError, match=r"operator 0 \(stateStoreSave\) store default"
                                                r".*key column is struct<k:string>.*struct<k:int>"):
             restore(str(damaged), str(target), spark=spark)

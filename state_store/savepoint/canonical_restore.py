@@ -63,21 +63,34 @@ def restore_canonical(spark: SparkSession, savepoint: Storage, descriptor: Savep
                            f"{', '.join(providers)}")
     spark_root = savepoint.child(CHECKPOINT_DIR)
     batch = descriptor.batch
-    offsets = spark_root.read(f"{OFFSETS}/{batch}", f"offsets of batch {batch} of {savepoint.url}")
+    written = descriptor.written()
+    for saved in descriptor.files:  # every file as the savepoint recorded it, or nothing
+        if not saved.path.startswith(f"{CHECKPOINT_DIR}/"):
+            savepoint.verify(saved.path, saved.written, f"canonical savepoint {savepoint.url}")
+
+    def read(rel: str) -> bytes:
+        path = f"{CHECKPOINT_DIR}/{rel}"
+        if path not in written:
+            raise RestoreError(f"canonical savepoint {savepoint.url} lacks {path}")
+        return savepoint.read_verified(path, written[path], f"canonical savepoint "
+                                                            f"{savepoint.url}")
+
+    offsets = read(f"{OFFSETS}/{batch}")
     recorded = SparkCheckpoint(spark_root).batch_conf(batch)
     current = int(recorded[PARTITIONS_CONF])
     count = _partition_count(current, partitions)
     for store in descriptor.canonical_stores:  # refuse before anything is written
         _check_store(spark, savepoint, store)
+    spark_files = {saved.path.removeprefix(f"{CHECKPOINT_DIR}/"): read(
+        saved.path.removeprefix(f"{CHECKPOINT_DIR}/")) for saved in descriptor.files
+        if saved.path.startswith(f"{CHECKPOINT_DIR}/")}
     target = absolute_url(new_checkpoint)
     out = open_storage(target, target_options)
     mode = f"canonical:{provider}:{count}"
     record = _resume_or_start(out, savepoint.url, batch, mode)
-    for saved in descriptor.files:
-        rel = saved.path.removeprefix(f"{CHECKPOINT_DIR}/")
-        if rel == saved.path or rel == METADATA:
-            continue  # the rows, and the query id (a new one)
-        data = spark_root.read(rel, f"Spark file {rel} of {savepoint.url}")
+    for rel, data in spark_files.items():
+        if rel == METADATA:
+            continue  # the query id: a new one
         put(out, rel, _rescaled_operator_metadata(data, count) if _is_operator_metadata(rel)
             else data)
     put(out, METADATA, json.dumps({"id": record.query_id}).encode() + b"\n")
@@ -85,8 +98,7 @@ def restore_canonical(spark: SparkSession, savepoint: Storage, descriptor: Savep
                                                      count))
     for store in descriptor.canonical_stores:
         _write_store(spark, savepoint, store, target, batch + 2, count, providers[provider])
-    commit = spark_root.read(f"{COMMITS}/{batch}", f"commit of batch {batch} of {savepoint.url}")
-    put(out, f"{COMMITS}/{batch + 1}", commit)
+    put(out, f"{COMMITS}/{batch + 1}", spark_files[f"{COMMITS}/{batch}"])
     return RestoreInfo(target, record.query_id, savepoint.url, batch, mode,
                        len(descriptor.canonical_stores) * count)
 

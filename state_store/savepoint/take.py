@@ -131,7 +131,8 @@ def _copy_store(store: Checkpoint, version: int, key: str, out: Storage,
         placed.append(ref)
         progress.advance(ref.size)
 
-    manifest = copy_version(store, version, target, claim=False, on_file=on_file)
+    manifest = copy_version(store, version, target, claim=False, on_file=on_file,
+                            verify=False)
     saved = [SavedFile(f"{prefix}/{file_path(f.name)}", f.size, f.checksum) for f in placed]
     records = [manifest.path]
     if manifest.snapshot_version is not None:

@@ -112,6 +112,18 @@ class Storage:
         else:
             self._stream_copy(source, src_rel, dst_rel)
 
+    def duplicate_verified(self, src_rel: str, dst_rel: str, source: Storage,
+                           expected: Written, what: str) -> None:
+        """`duplicate`, then the copy checked against `expected` (size and checksum, as a
+        record noted them): a damaged source never becomes a copy that looks intact. A bad
+        copy is removed and the error names the source file (`what`)."""
+        self.duplicate(src_rel, dst_rel, source, expected.size)
+        try:
+            self.verify(dst_rel, expected, what)
+        except CorruptFileError:
+            self.delete(dst_rel)
+            raise
+
     def same_filesystem(self, other: Storage) -> bool:
         """Whether a native copy can go from `other` to here (same kind, same endpoint)."""
         return (type(other) is type(self) and type(other.fs) is type(self.fs)
