@@ -18,8 +18,10 @@ Uploads run inline (a synchronous executor) so every interleaving is reproducibl
 
 What each rule guards (each was checked by removing it, see the closing note of issue 21):
   Manifest.can_start_from's lineage check   two_attempts, loser_dies_withdrawing
-  the catch-up's adoption of a newer base   read_and_finish then run_batch elsewhere
+  the catch-up's adoption of a newer base   moves_away_and_back
   Checkpoint.publish_manifest's chain guard offline_write with a refused snapshot
+  the catch-up's lineage check              rewind, then zombie_commits with a reload
+  run epochs in manifest names              rewind, then run_batch
 """
 
 from __future__ import annotations
@@ -211,6 +213,20 @@ class ManyWriters(RuleBasedStateMachine):
         FUSE.arm_when(lambda what: what.startswith("delete") and "/snapshots/" in what)
         self.commit(loser, None)
 
+    @rule(home=st.integers(0, PROVIDERS - 1), other=st.integers(1, PROVIDERS - 1),
+          first=CHANGES, second=CHANGES, third=CHANGES)
+    def moves_away_and_back(self, home: int, other: int, first: dict[bytes, bytes | None],
+                            second: dict[bytes, bytes | None],
+                            third: dict[bytes, bytes | None]) -> None:
+        """A partition's task runs on executor A, then C, then A again: C rebuilds from a
+        snapshot of A's version that a reader (or C's own unload) published, and commits on
+        it; A, still clean, catches up to C's version and must build on C's newer base."""
+        away = (home + other) % PROVIDERS
+        self.run_batch(home, first, None)
+        self.read_and_finish(away, None)
+        self.run_batch(away, second, None)
+        self.run_batch(home, third, None)
+
     @rule(index=st.integers(0, PROVIDERS - 1), back=st.integers(0, 3), changes=CHANGES)
     def start_attempt(self, index: int, back: int, changes: dict[bytes, bytes | None]) -> None:
         """Loads the newest version, or an older retained one (a zombie attempt's view),
@@ -329,15 +345,19 @@ class ManyWriters(RuleBasedStateMachine):
         self.providers = {}
         self.epoch += 1
 
-    @rule(which=st.integers(0, 7), changes=CHANGES, crash_at=CRASH)
-    def zombie_commits(self, which: int, changes: dict[bytes, bytes | None],
+    @rule(which=st.integers(0, 7), reload=st.booleans(), changes=CHANGES, crash_at=CRASH)
+    def zombie_commits(self, which: int, reload: bool, changes: dict[bytes, bytes | None],
                        crash_at: int | None) -> None:
-        """A zombie of an earlier run commits: on top of what it had loaded, or loading
-        the newest version it can see first."""
+        """A zombie of an earlier run commits: on top of what it had loaded, or loading the
+        newest version it can see first (catching up, from its own version, to what the
+        later run published: it must not build on a history that run replaced)."""
         if not self.zombies:
             return
         zombie = self.zombies[which % len(self.zombies)]
-        if zombie.version is None:
+        if reload and zombie.pending:
+            zombie.store.abort()
+            zombie.version, zombie.pending = None, {}
+        if zombie.version is None or reload:
             self.load(zombie, self.loadable(zombie)[-1])
         self.write(zombie, changes)
         self.commit_of(zombie, crash_at)
