@@ -16,13 +16,14 @@ Then, in this process (no JVM), each repeat measures on that same built checkpoi
              state prefix under rootUrl `copy(recursive=True)` (server-side copies).
   savepoint  `savepoint(checkpoint, new target)`: Spark's files of the last batch and one
              version per store, duplicated (hard links locally, server-side copies on S3).
-  restore    `restore(savepoint, new checkpoint)`, no-claim: Spark's small files and one seed
-             per store. The files and bytes under the new checkpoint afterwards are all it
-             wrote: it should cost O(files), not O(bytes).
-  seeding    the other half, which the restored query's first open of each store does:
-             `apply_seed` per store (a forced-full copy of one version, hard links / server-
-             side copies), one store after another, timed together. A real query runs them
-             in its task slots, as it opens its stores.
+  restore    `restore(savepoint, new checkpoint)`, no-claim: Spark's small files, one seed
+             per store, and each store's version copied and verified (hard links read back
+             locally; on S3 server-side copies under the query's rootUrl, verified by the
+             CRC32 S3 computes): O(files) requests, no state byte through the process on S3.
+  seeding    what the restored query's first open of each store adds: nothing locally (the
+             restore copied each store into its root); on S3, `apply_seed` per store moves
+             the staged copy into the store's root (server-side copies), one store after
+             another, timed together. A real query runs them in its task slots.
 Each repeat restores its savepoint 3 times (fresh checkpoints; the first is seeded). Times
 are medians over the repeats (min also kept); ratios are ours / copy. No timed step
 fsyncs, on either side: locally a copy lands in the page cache and is written back later,
@@ -58,7 +59,7 @@ from benchmarks.macro import batch_metrics, insert_then_update, start_aggregatio
 from benchmarks.s3server import MotoServer
 from state_store.checkpoint import Checkpoint, query_dir
 from state_store.savepoint import restore, savepoint
-from state_store.seeding import SEED_FILE, apply_seed
+from state_store.seeding import SEED_FILE, apply_seed, staged_path
 from state_store.spark import configure
 from state_store.storage import open_storage
 
@@ -263,7 +264,8 @@ def _descriptor_size(case: Case, dst: str) -> int:
 def restore_step(case: Case, source: str, new_checkpoint: Path) -> tuple[Step, str]:
     infos = []
     seconds, cpu = timed(lambda: infos.append(restore(
-        source, str(new_checkpoint), storage_options=case.s3_options, target_options={})))
+        source, str(new_checkpoint), storage_options=case.s3_options, target_options={},
+        target_root_url=case.root_url, target_root_options=case.s3_options)))
     files, size = tree(fsspec.filesystem("file"), str(new_checkpoint))
     return Step(seconds, cpu, files, size, {FSYNC: fsync_tree(new_checkpoint)}), \
         infos[0].query_id
@@ -290,11 +292,13 @@ def seeding_step(case: Case, new_checkpoint: Path, query_id: str) -> tuple[Step,
             storage = base.child(query_dir(query_id))
             storage.verify_publish()
             target = Checkpoint(storage, "/".join(key), base)
-            applied = apply_seed(location, target, query_id)
-            if applied is None:
+            staged = (open_storage(case.root_url, options).child(
+                staged_path(query_id, f"{op}/{part}/{name}")) if case.root_url else None)
+            applied = apply_seed(location, target, query_id, staged)
+            if applied is None and not target.versions():
                 raise RuntimeError(f"no seed applied at {location_dir}")
             targets.append(target)
-            versions.append(applied.version)
+            versions.append(target.versions()[-1])
 
     seconds, cpu = timed(seed_all)
     keys = sum(t.read_manifest(v).num_keys for t, v in zip(targets, versions, strict=True))

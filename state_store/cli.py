@@ -70,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     restore.add_argument("--provider", choices=["pyrocks", "rocksdb"], default="pyrocks",
                          help="canonical savepoints: write this store (default) or Spark's "
                               "RocksDBStateStoreProvider (the way back to Spark's own)")
+    restore.add_argument("--target-root-url",
+                         help="the rootUrl the restored query will keep its state under: a "
+                              "no-claim restore copies each store there (server-side on S3)")
+    restore.add_argument("--target-root-options", default="{}",
+                         help="fsspec options for --target-root-url")
     _add_storage_arguments(restore)
 
     results = sub.add_parser(
@@ -140,7 +145,10 @@ def _savepoint_command(args: argparse.Namespace) -> int:
                     f"{result.bytes:,} B")
         else:
             result = restore(args.source, args.new_checkpoint, args.mode, args.batch,
-                             partitions=args.partitions, provider=args.provider, **common)
+                             partitions=args.partitions, provider=args.provider,
+                             target_root_url=args.target_root_url,
+                             target_root_options=json.loads(args.target_root_options),
+                             **common)
             told = (f"restored {result.source} batch {result.batch} ({result.mode}) into "
                     f"{result.checkpoint} as query {result.query_id}; start the query with "
                     "checkpointLocation set to it")
@@ -226,7 +234,7 @@ def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: f
         print(json.dumps(checked.to_dict()) if as_json else format_savepoint_report(checked))
         return 0 if checked.verified else 1
     report = describe_location(storage, retain, orphan_margin, state_root)
-    if not report.stores and not report.depends_on:
+    if not report.stores and not report.depends_on and report.restored_from is None:
         Checkpoint(storage, root).refuse_foreign_state()
         print(f"no state of this provider under {root}", file=sys.stderr)
         return 1

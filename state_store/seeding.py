@@ -16,10 +16,14 @@ publishes the snapshot, any seeder's manifest may start from it.
 A restore leaves a seed (`Seed`, `<store location>/_seed.json`) where Spark will open each
 store of the restored query; the store's first open applies it (`apply_seed`) before loading
 anything:
-  no-claim  the restore already copied the store into `<location>/query-<id>/`, the store's
-            root unless the query keeps its state under a rootUrl; then the first open copies
-            it from there into the rootUrl's root and removes it. The seed names no path:
-            the staged root is derived from the location and the query id.
+  no-claim  the restore already copied the store's version: into `<location>/query-<id>/`,
+            which is the store's root unless the query keeps its state under a rootUrl, or,
+            given the restored query's rootUrl, into `<rootUrl>/_restored/<id>/<op>/<part>/
+            <store>/` (`staged_path`), on the filesystem the state will live on. The first
+            open of a store whose root is elsewhere copies the staged version into it (a
+            server-side copy where both are on one endpoint) and removes the staged copy.
+            The seed names no path: where to look is derived from the store's own location,
+            rootUrl and query id.
   claim     the seed names the source root and every root the claimed version's files live
             in (`roots`): the only roots other than its own that the store's records may name
             (checkpoint.Checkpoint.trusted_roots). The claim marker in the source keeps the
@@ -44,6 +48,7 @@ from .names import file_name, root_url
 from .storage import Storage
 
 SEED_FILE = "_seed.json"
+RESTORED_DIR = "_restored"  # under a rootUrl: no-claim restores' copies, per query
 SEED_KIND = "pyrocks-restore-seed"
 SEED_FORMAT = 1
 NO_CLAIM, CLAIM = "no-claim", "claim"
@@ -107,9 +112,18 @@ def trusted_roots(location: Storage, query_id: str) -> frozenset[str]:
     return frozenset(seed.roots)
 
 
-def apply_seed(location: Storage, target: Checkpoint, query_id: str) -> Seed | None:
+def staged_path(query_id: str, store_path: str) -> str:
+    """Where a no-claim restore stages a store under the restored query's rootUrl:
+    `store_path` is `<op>/<part>/<store name>`."""
+    return f"{RESTORED_DIR}/{query_id}/{store_path}"
+
+
+def apply_seed(location: Storage, target: Checkpoint, query_id: str,
+               staged: Storage | None = None) -> Seed | None:
     """Seeds `target` from the seed at `location` (a store's Spark location) if there is
-    one for this query and the root holds no version yet; returns the seed applied."""
+    one for this query and the root holds no version yet; returns the seed applied.
+    `staged` is where a no-claim restore would have staged the store under the query's
+    rootUrl (`staged_path`); otherwise it staged it in the checkpoint."""
     seed = read_seed(location)
     if seed is None or seed.query_id != query_id or target.versions():
         return None
@@ -119,14 +133,17 @@ def apply_seed(location: Storage, target: Checkpoint, query_id: str) -> Seed | N
                             trusted_roots=frozenset(seed.roots))
         copy_version(source, seed.version, target, claim=True)
         return seed
-    staged = location.child(query_dir(query_id))
-    if staged.url == target.storage.url:  # the staged copy is the root itself: not staged
-        raise CorruptFileError(f"{staged.url} holds no version, but the restore of "
-                               f"{seed.source} left its copy there: it was removed or damaged")
-    source = Checkpoint(staged, f"{target.store_name} (restored from {seed.source})")
-    copy_version(source, seed.version, target, claim=False)
-    staged.delete_tree("")  # the restore's copy: the store's root holds its own now
-    return seed
+    candidates = [s for s in (staged, location.child(query_dir(query_id))) if s is not None]
+    for copy in candidates:
+        if copy.url != target.storage.url and seed.version in Checkpoint(copy, "").versions():
+            source = Checkpoint(copy, f"{target.store_name} (restored from {seed.source})")
+            copy_version(source, seed.version, target, claim=False)
+            copy.delete_tree("")  # the restore's copy: the store's root holds its own now
+            return seed
+    raise CorruptFileError(
+        f"the no-claim restore of {seed.source} left version {seed.version} of this store "
+        f"in {' or '.join(c.url for c in candidates)}, and it is not there (removed, or "
+        "restored for another rootUrl): restore again")
 
 
 def copy_version(source: Checkpoint, version: int, target: Checkpoint, claim: bool,

@@ -40,7 +40,7 @@ from .protocol import (
     Status,
 )
 from .savepoint.layout import ClaimMarker, read_claim
-from .seeding import apply_seed, read_seed
+from .seeding import apply_seed, read_seed, staged_path
 from .storage import Storage, open_storage
 
 _SEND_LIMIT = 1 << 20
@@ -196,7 +196,11 @@ class Session:
             seed = read_seed(location)
             if seed is not None and seed.query_id == query_id:
                 checkpoint.trusted_roots = frozenset(seed.roots)
-                apply_seed(location, checkpoint, query_id)  # a restored query's first open
+                staged = None
+                if opts.root_url:  # `store_path` is <checkpoint hash>/<op>/<part>/<store>
+                    staged = open_storage(opts.root_url, opts.root_options).child(
+                        staged_path(query_id, spec["store_path"].split("/", 1)[1]))
+                apply_seed(location, checkpoint, query_id, staged)  # the first open
             self.location, self.query_id = location, query_id
         epoch = int(spec.get("run_epoch", 0))
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()

@@ -395,3 +395,26 @@ def test_state_of_one_query_under_two_checkpoint_paths_is_refused(tmp_path: Path
     with pytest.raises(SourceError, match=r"sits under 2 checkpoint locations .*"
                                           r"0123456789abcdef"):
         savepoint(str(source), str(tmp_path / "sp"), root_url=str(tmp_path / "root"))
+
+
+def test_no_claim_restore_of_a_query_with_a_root_url_stages_on_that_root(
+        reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """State under a rootUrl: the restore copies each store's version onto that root (not
+    into the checkpoint), each store's first open moves it into place, and the output is
+    the uninterrupted run's."""
+    root = tmp_path / "state-root"
+    conf = pyrocks_conf(tmp_path / "pool", rootUrl=str(root))
+    staged: list[Path] = []
+
+    def between(phase: int) -> None:
+        checkpoint = checkpoint_of(tmp_path, AGG)
+        info = savepoint(str(checkpoint), str(tmp_path / "sp"), root_url=str(root))
+        shutil.rmtree(checkpoint)
+        restored = restore(info.path, str(checkpoint), target_root_url=str(root))
+        staged.extend((root / "_restored" / restored.query_id).glob("*/*/*/manifests"))
+        assert len(staged) == restored.stores and not list(checkpoint.glob("state/**/files"))
+        assert depends_on(checkpoint, capsys) == []
+
+    ours = run_queries([AGG], tmp_path, conf, restart_after=4, between_phases=between)
+    assert_same_outputs({AGG.name: reference[AGG.name]}, ours)
+    assert staged and not any(p.exists() for p in staged)  # moved into the stores' roots

@@ -32,7 +32,7 @@ from typing import Any
 from ..checkpoint import Checkpoint, query_dir
 from ..errors import StateStoreError
 from ..manifest import file_path
-from ..seeding import CLAIM, MODES, NO_CLAIM, Seed, claimed_roots, copy_version
+from ..seeding import CLAIM, MODES, NO_CLAIM, Seed, claimed_roots, copy_version, staged_path
 from ..storage import Storage, open_storage
 from .layout import (
     CANONICAL,
@@ -54,10 +54,16 @@ class RestoreError(StateStoreError):
 def restore(source: str, new_checkpoint: str, mode: str = NO_CLAIM, batch: int | None = None,
             *, storage_options: dict | None = None, target_options: dict | None = None,
             root_url: str | None = None, root_options: dict | None = None,
+            target_root_url: str | None = None, target_root_options: dict | None = None,
             partitions: int | None = None, provider: str = "pyrocks",
             spark: Any = None) -> RestoreInfo:
     """Makes `new_checkpoint` a checkpoint that resumes `source` after its batch `batch`
     (a savepoint's batch, or a committed batch of a checkpoint; default: the latest).
+
+    `root_url`/`root_options` locate the source's state if its query kept it under a
+    rootUrl; `target_root_url`/`target_root_options` name the rootUrl the restored query
+    will run with, so that a no-claim restore copies each store on that filesystem (e.g.
+    server-side on S3) rather than into the checkpoint.
 
     A canonical savepoint is written into stores by a Spark job (`spark`, else the active
     session, else a local one): onto `provider` "pyrocks" (this store) or "rocksdb"
@@ -92,8 +98,11 @@ def restore(source: str, new_checkpoint: str, mode: str = NO_CLAIM, batch: int |
     record = earlier or _start(out, src, mode)
     for rel, data in spark_files.items():
         put(out, rel, data)
+    staging = None if target_root_url is None else open_storage(
+        absolute_url(target_root_url), target_root_options)
     for key in sorted(src.stores):
-        put(out, store_location_key(key), _restore_store(src, key, out, record).to_json())
+        seed = _restore_store(src, key, out, record, staging)
+        put(out, store_location_key(key), seed.to_json())
     if mode == CLAIM:
         marker = ClaimMarker(record.query_id, target, src.batch)
         src.storage.publish(CLAIM_MARKER, marker.to_json())
@@ -103,15 +112,21 @@ def restore(source: str, new_checkpoint: str, mode: str = NO_CLAIM, batch: int |
     return RestoreInfo(target, record.query_id, src.url, src.batch, mode, len(src.stores))
 
 
-def _restore_store(src: Source, key: str, out: Storage, record: RestoreRecord) -> Seed:
+def _restore_store(src: Source, key: str, out: Storage, record: RestoreRecord,
+                   staging: Storage | None) -> Seed:
     """What a store of the restored query starts from: under no-claim, its version copied
-    now into its root in the new checkpoint; under claim, the roots it will reference, whose
-    files are verified now."""
+    now into its root in the new checkpoint (or staged under the restored query's rootUrl,
+    seeding.staged_path); under claim, the roots it will reference, whose files are
+    verified now."""
     store = src.checkpoint_of(key)
     if record.mode == NO_CLAIM:
-        location = out.child(f"{STATE}/{key}")
-        target = Checkpoint(location.child(query_dir(record.query_id)),
-                            f"store {key} of {out.url}")
+        if staging is None:
+            root = out.child(f"{STATE}/{key}/{query_dir(record.query_id)}")
+        else:
+            op, part, *name = key.split("/")
+            root = staging.child(staged_path(record.query_id,
+                                             f"{op}/{part}/{name[0] if name else 'default'}"))
+        target = Checkpoint(root, f"store {key} of {out.url}")
         if not target.versions():  # a rerun finds the stores it copied already
             copy_version(store, src.version, target, claim=False)
         return Seed(record.query_id, src.url, src.version, NO_CLAIM)
