@@ -176,37 +176,44 @@ class Session:
 
     def open(self, spec: dict) -> bytes:
         opts = options_mod.store_options(spec["options"])
-        base_url = (opts.root_url.rstrip("/") + "/" + spec["store_path"] if opts.root_url
-                    else spec["store_root"])
         self.chunk_bytes = opts.iterator_chunk_bytes
         # Unique per session: a reconnect's new session must never share (and so have
         # deleted under it) the working copy an old session is still closing.
         local = self.data_dir / f"{spec['local_name']}-{uuid.uuid4().hex[:8]}"
         self.close_store()
-        base = open_storage(base_url, opts.root_options if opts.root_url else None)
-        query_id = spec.get("query_id", "")
-        # Each query of a checkpoint path has its own root (see checkpoint.py).
-        storage = base.child(query_dir(query_id)) if query_id else base
-        storage.verify_publish()  # refused at start, never in the middle of a commit
-        checkpoint = Checkpoint(storage, spec["store_name"], base if query_id else None)
-        self.location = None
-        if query_id:
-            location = open_storage(spec["store_root"]) if opts.root_url else base
-            _refuse_claimed(location, query_id)
-            seed = read_seed(location)
-            if seed is not None and seed.query_id == query_id:
-                checkpoint.trusted_roots = frozenset(seed.roots)
-                staged = None
-                if opts.root_url:  # `store_path` is <checkpoint hash>/<op>/<part>/<store>
-                    staged = open_storage(opts.root_url, opts.root_options).child(
-                        staged_path(query_id, spec["store_path"].split("/", 1)[1]))
-                apply_seed(location, checkpoint, query_id, staged)  # the first open
-            self.location, self.query_id = location, query_id
-        epoch = int(spec.get("run_epoch", 0))
+        checkpoint = self.open_checkpoint(spec, opts)
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
         self.store = VersionedStore(spec["store_name"], checkpoint, local, opts, self.uploads,
-                                    self.memory, writer, epoch)
-        return _json({"pid": os.getpid(), "root": storage.url})
+                                    self.memory, writer, int(spec.get("run_epoch", 0)))
+        return _json({"pid": os.getpid(), "root": checkpoint.storage.url})
+
+    def open_checkpoint(self, spec: dict, opts: options_mod.StoreOptions) -> Checkpoint:
+        """The store's durable root: its own under the checkpoint (or rootUrl) per query
+        (checkpoint.py), refused if a CLAIM restore took the checkpoint over, and seeded
+        from its restore at a restored query's first open (seeding.py)."""
+        base_url = (opts.root_url.rstrip("/") + "/" + spec["store_path"] if opts.root_url
+                    else spec["store_root"])
+        base = open_storage(base_url, opts.root_options if opts.root_url else None)
+        query_id = spec.get("query_id", "")
+        self.location, self.query_id = None, query_id
+        storage = base.child(query_dir(query_id)) if query_id else base
+        storage.verify_publish()  # refused at start, never in the middle of a commit
+        if not query_id:
+            return Checkpoint(storage, spec["store_name"])
+        location = open_storage(spec["store_root"]) if opts.root_url else base
+        _refuse_claimed(location, query_id)
+        seed = read_seed(location)
+        seed = seed if seed is not None and seed.query_id == query_id else None
+        checkpoint = Checkpoint(storage, spec["store_name"], base,
+                                frozenset(seed.roots) if seed else frozenset())
+        if seed is not None:
+            staged = None
+            if opts.root_url:  # `store_path` is <checkpoint hash>/<op>/<part>/<store>
+                staged = open_storage(opts.root_url, opts.root_options).child(
+                    staged_path(query_id, spec["store_path"].split("/", 1)[1]))
+            apply_seed(location, checkpoint, query_id, staged)
+        self.location = location
+        return checkpoint
 
     def collect_garbage(self, store: VersionedStore, retain: int) -> int:
         """GC, unless a CLAIM restore took this checkpoint's state over while the query
