@@ -173,6 +173,11 @@ class Checkpoint:
     def versions(self) -> list[int]:
         return self.index().versions()
 
+    def newest_epoch(self) -> int:
+        """The highest run epoch any retained manifest was published under (0: none)."""
+        parsed = map(parse_manifest_name, self.storage.list_names(MANIFEST_DIR))
+        return max((epoch for _, epoch in filter(None, parsed)), default=0)
+
     def snapshot_versions(self) -> list[int]:
         return sorted(self.index().snapshots)
 

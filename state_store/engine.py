@@ -389,6 +389,7 @@ class VersionedStore:
                 f"{self.name}: cannot commit version {new_version} on top of version "
                 f"{self.loaded_version}"
             )
+        self._refuse_if_superseded(new_version)
         started = time.perf_counter()
         changelog = self.checkpoint.write_changelog(new_version, bytes(self.pending))
         self.metrics.changelog_bytes += changelog.file.size
@@ -422,9 +423,7 @@ class VersionedStore:
                 self.checkpoint.withdraw_snapshot(forced.descriptor, set(forced.reused))
             self.checkpoint.discard_unpublished([changelog.file])
             self.snapshots.adopt(None)
-            self.loaded_version, self.manifest = None, None
-            self.pending.clear()
-            self.empty_base = False
+            self.abort_attempt()
             self.metrics.lost_publish_races += 1
             return {"published": False}
         self.loaded_version, self.manifest = new_version, manifest
@@ -435,6 +434,30 @@ class VersionedStore:
         self.metrics.commits += 1
         self.metrics.commit_ms += (time.perf_counter() - started) * 1000
         return {"published": True, "num_keys": self.num_keys}
+
+    def _refuse_if_superseded(self, new_version: int) -> None:
+        """Writers are fenced by run epoch (manifest.py): once a later run of the query has
+        published any version of this store, an attempt of an earlier run (a zombie task
+        that outlived its run, whose working copy may hold a version that run replaced)
+        publishes nothing more. It fails rather than reports a lost race: a current run
+        that met this (its epochs mislaid) must not go on as if its state were committed."""
+        newest = self.checkpoint.newest_epoch()
+        if newest > self.epoch:
+            self.abort_attempt()
+            raise StateStoreError(
+                f"{self.name}: version {new_version} of run epoch {self.epoch} is not "
+                f"published: a later run of this query (run epoch {newest}) has published "
+                f"state at {self.checkpoint.storage.url} since; this attempt belongs to an "
+                "earlier run. (If no other run exists, the query's run epochs under "
+                "<checkpoint>/_pyrocks_runs/ were removed: restore them, or restore the "
+                "query into a new checkpoint.)")
+
+    def abort_attempt(self) -> None:
+        """Drops the working copy's uncommitted writes and its version: the next load
+        rebuilds from durable storage."""
+        self.loaded_version, self.manifest = None, None
+        self.pending.clear()
+        self.empty_base = False
 
     def _chain_with(self, changelog: Changelog) -> list[Changelog]:
         """The changelogs to replay after the newest published snapshot, ending with ours.

@@ -20,8 +20,9 @@ What each rule guards (each was checked by removing it, see the closing note of 
   Manifest.can_start_from's lineage check   two_attempts, loser_dies_withdrawing
   the catch-up's adoption of a newer base   moves_away_and_back
   Checkpoint.publish_manifest's chain guard offline_write with a refused snapshot
-  the catch-up's lineage check              rewind, then zombie_commits with a reload
   run epochs in manifest names              rewind, then run_batch
+  the fence of an earlier run's writers     rewind_and_redo (a zombie, clean at a version
+                                            the later run replaced, commits on it)
 """
 
 from __future__ import annotations
@@ -252,6 +253,8 @@ class ManyWriters(RuleBasedStateMachine):
             # again (a known limit, see the README): not part of what is checked here.
             return
         existed = epoch in self.epochs_of(version)
+        if self.checkpoint().newest_epoch() > epoch:  # fenced: a later run has published
+            refused = "a later run of this query"
         answer: dict[str, Any] = {}
         try:
             crashed = self.crashable(provider, crash_at,
@@ -344,6 +347,19 @@ class ManyWriters(RuleBasedStateMachine):
         self.zombies += self.providers.values()
         self.providers = {}
         self.epoch += 1
+
+    @rule(back=st.integers(1, 2), index=st.integers(0, PROVIDERS - 1),
+          batches=st.lists(CHANGES, min_size=2, max_size=3), late=CHANGES)
+    def rewind_and_redo(self, back: int, index: int, batches: list[dict[bytes, bytes | None]],
+                        late: dict[bytes, bytes | None]) -> None:
+        """A rewind whose new run redoes the rewound batches (and one more) while a zombie
+        of the old run, clean at a version the new run replaced, catches up to the new
+        run's newest version and commits on it."""
+        self.rewind(back)
+        for changes in batches:
+            self.run_batch(index, changes, None)
+        for which in range(len(self.zombies)):
+            self.zombie_commits(which, True, late, None)
 
     @rule(which=st.integers(0, 7), reload=st.booleans(), changes=CHANGES, crash_at=CRASH)
     def zombie_commits(self, which: int, reload: bool, changes: dict[bytes, bytes | None],

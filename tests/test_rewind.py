@@ -6,10 +6,12 @@ with the new input (the later run supersedes the version, manifest.py)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from pyspark.errors import StreamingQueryException
 
 from harness import (
     HDFS,
@@ -105,3 +107,25 @@ def test_a_rewound_batch_is_answered_as_spark_answers_it(reference: Outputs,
             durable = Checkpoint(open_storage(str(root)), "s")
             version = rewound[spec.name] + 1
             assert durable.read_manifest(version).epoch == 2, root  # the rerun's
+
+
+def test_a_run_below_the_stores_epoch_fails_clearly_never_silently(tmp_path: Path) -> None:
+    """Writers of an earlier run are fenced: once a later run published a store's state,
+    an earlier run's attempt publishes nothing. A current run meets that only if its run
+    epochs were mislaid (here: deleted by hand): it fails naming them, never loses state
+    silently."""
+    conf = pyrocks_conf(tmp_path / "pool")
+    run_with_rewind(tmp_path, conf)  # two runs: the stores hold run epoch 2 now
+    for spec in SPECS:
+        shutil.rmtree(checkpoint_of(tmp_path, spec) / "_pyrocks_runs")
+    spark = make_spark(conf)
+    try:
+        spec = SPECS[0]
+        query = start_query(spark, spec, tmp_path, {})
+        write_batch(tmp_path / spec.name / "input", 7)
+        with pytest.raises(StreamingQueryException, match=r"a later run of this query \(run "
+                                                          r"epoch 2\).*_pyrocks_runs"):
+            query.processAllAvailable()
+        query.stop()
+    finally:
+        spark.stop()
