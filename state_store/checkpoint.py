@@ -159,12 +159,12 @@ class Checkpoint:
 
     def index(self) -> RecordIndex:
         manifests: dict[int, dict[int, str]] = {}
-        for name in self.storage.list_names(MANIFEST_DIR):
+        for name in self.storage.names(MANIFEST_DIR):
             parsed = parse_manifest_name(name)
             if parsed is not None:
                 manifests.setdefault(parsed[0], {})[parsed[1]] = f"{MANIFEST_DIR}/{name}"
         snapshots: dict[int, dict[str | None, str]] = {}
-        for name in self.storage.list_names(SNAPSHOT_DIR):
+        for name in self.storage.names(SNAPSHOT_DIR):
             parsed = parse_snapshot_name(name)
             if parsed is not None:
                 snapshots.setdefault(parsed[0], {})[parsed[1]] = f"{SNAPSHOT_DIR}/{name}"
@@ -175,7 +175,7 @@ class Checkpoint:
 
     def newest_epoch(self) -> int:
         """The highest run epoch any retained manifest was published under (0: none)."""
-        parsed = map(parse_manifest_name, self.storage.list_names(MANIFEST_DIR))
+        parsed = map(parse_manifest_name, self.storage.names(MANIFEST_DIR))
         return max((epoch for _, epoch in filter(None, parsed)), default=0)
 
     def snapshot_versions(self) -> list[int]:

@@ -233,6 +233,18 @@ class Storage:
     def list_names(self, rel_dir: str) -> list[str]:
         return sorted(self.list_entered(rel_dir))
 
+    def names(self, rel_dir: str) -> list[str]:
+        """Every entry's name in a directory, asking nothing else about them: one request on
+        an object store, no stat per entry on a local disk (record listings on the commit
+        path)."""
+        path = self.path(rel_dir)
+        try:
+            found = self.retry(f"listing {path}",
+                               lambda: self.fs.ls(path, detail=False, refresh=True))
+        except FileNotFoundError:
+            return []
+        return sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in found)
+
     def list_dirs(self, rel_dir: str) -> list[str]:
         """Names of the directories directly under `rel_dir`."""
         return sorted(_name(e) for e in self._ls(rel_dir) if e.get("type") == "directory")
