@@ -83,13 +83,18 @@ class Seed:
             if mode not in MODES:
                 raise CorruptFileError(f"{where} has unknown restore mode {mode!r}")
             claim = mode == CLAIM
+            # A no-claim seed names a root only if written before no-claim restores copied
+            # at once: its store is copied from there at first open, as then.
+            source_root = raw.get("source_root") or ""
+            source_root = source_root and root_url(source_root, where, "source_root")
+            # Seeds written before `roots` existed name one root: the source's.
+            roots = raw.get("roots", [source_root] if claim else [])
             seed = Seed(
                 query_id=file_name(raw["query_id"], where, "query_id"),
                 source=root_url(raw["source"], where, "source"),
-                version=int(raw["version"]), mode=mode,
-                source_root=root_url(raw["source_root"], where, "source_root") if claim else "",
+                version=int(raw["version"]), mode=mode, source_root=source_root,
                 roots=tuple(root_url(r, where, f"roots[{i}]")
-                            for i, r in enumerate(raw.get("roots", []))) if claim else ())
+                            for i, r in enumerate(roots)) if claim else ())
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptFileError(f"{where} is not a valid restore seed: {e!r}") from e
         if claim and seed.source_root not in seed.roots:
@@ -140,6 +145,11 @@ def apply_seed(location: Storage, target: Checkpoint, query_id: str,
             copy_version(source, seed.version, target, claim=False)
             copy.delete_tree("")  # the restore's copy: the store's root holds its own now
             return seed
+    if seed.source_root:  # a seed of an earlier build: the copy is made now, from the source
+        source = Checkpoint(open_root(seed.source_root, target.storage),
+                            f"{target.store_name} (restoring from {seed.source})")
+        copy_version(source, seed.version, target, claim=False)
+        return seed
     raise CorruptFileError(
         f"the no-claim restore of {seed.source} left version {seed.version} of this store "
         f"in {' or '.join(c.url for c in candidates)}, and it is not there (removed, or "

@@ -176,3 +176,30 @@ def test_a_restore_refuses_a_directory_that_is_not_its_own(tmp_path: Path) -> No
         restore(source, str(tmp_path / "other"), mode="steal")
     with pytest.raises(SourceError, match="batch 9 .* is not committed"):
         restore(source, str(tmp_path / "other"), batch=9)
+
+
+def test_seeds_of_an_earlier_build_still_apply(tmp_path: Path) -> None:
+    """A restore made before no-claim restores copied at once (and claims recorded their
+    roots) left seeds naming only the source's root: their stores still seed from it."""
+    source, expected = build_source(tmp_path)
+    for mode in ("no-claim", "claim"):
+        new = tmp_path / f"new-{mode}"
+        query_id = json.loads((Path(restore(source, str(new), mode=mode).checkpoint)
+                               / "metadata").read_text())["id"]
+        for key, want in expected.items():
+            location = open_storage(str(new / "state" / key))
+            shutil.rmtree(new / "state" / key / query_dir(query_id), ignore_errors=True)
+            seed = json.loads((new / "state" / key / "_seed.json").read_text())
+            source_root = f"{source}/state/{key}/{query_dir(SOURCE_ID)}"
+            seed["source_root"] = source_root  # as the earlier build wrote it
+            seed.pop("roots", None)
+            (new / "state" / key / "_seed.json").write_text(json.dumps(seed))
+            target = Checkpoint(location.child(query_dir(query_id)), key, location)
+            assert apply_seed(location, target, query_id) is not None
+            reader = open_store(target.storage.url, tmp_path / f"read-{mode}-{key[-1]}",
+                                trusted=trusted_roots(location, query_id))
+            reader.load(BATCHES)
+            assert contents(reader) == want
+            reader.close()
+        if mode == "claim":
+            (Path(source.split("://", 1)[1]) / CLAIM_MARKER).unlink()  # for the next one
