@@ -209,3 +209,27 @@ def test_counting_off_reports_no_count_and_counting_on_again_recounts(tmp_path: 
     assert on.num_keys == 2
     run_batch(on, 2, "k3", "v")
     assert on.checkpoint.read_manifest(3).num_keys == 3
+
+
+def test_a_zombie_catching_up_never_builds_on_a_version_a_later_run_replaced(
+        tmp_path: Path) -> None:
+    """A store of run 1, clean at version 2, loads version 3 after run 2 (a rewind) replaced
+    version 2 and published 3 on it: it must rebuild, not replay 3's changes onto its own
+    version 2 (its working copy must equal a committed version). Its commit is then fenced
+    (test_many_writers_model.py), so this is the only place the check shows."""
+    def store(local: str, epoch: int) -> VersionedStore:
+        storage = open_storage(str(tmp_path / "base"))
+        checkpoint = Checkpoint(storage.child(query_dir("q")), "s", storage)
+        return VersionedStore("s", checkpoint, tmp_path / local, StoreOptions(),
+                              ThreadPoolExecutor(1), epoch=epoch)
+
+    zombie = store("a", epoch=1)
+    run_batch(zombie, 0, "k", "run-1")
+    run_batch(zombie, 1, "old", "run-1")  # version 2 of run 1
+    later = store("b", epoch=2)
+    later.load(1)  # the rewind: run 2 redoes the batch of version 2
+    later.write(put("new", "run-2"))
+    assert later.commit(2)["published"]
+    run_batch(later, 2, "k", "run-2")  # version 3 of run 2, on run 2's version 2
+    assert zombie.load(3) is False  # rebuilt, not caught up
+    assert contents(zombie) == {b"k": b"run-2", b"new": b"run-2"}

@@ -16,7 +16,9 @@ same checkpoint path. After every step:
   * every retained manifest's changelog chain is contiguous from its base.
 Uploads run inline (a synchronous executor) so every interleaving is reproducible.
 
-What each rule guards (each was checked by removing it, see the closing note of issue 21):
+What each rule guards (each was checked by removing it, see the closing note of issue 21;
+the catch-up's lineage check keeps a fenced zombie's working copy exact, which no published
+state shows, so test_many_writers.py guards it):
   Manifest.can_start_from's lineage check   two_attempts, loser_dies_withdrawing
   the catch-up's adoption of a newer base   moves_away_and_back
   Checkpoint.publish_manifest's chain guard offline_write with a refused snapshot
