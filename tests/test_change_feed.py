@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from harness import PROVIDER_KEY, checkpoint_of, make_spark, run_queries
 from pyrocks_support import pyrocks_conf
+from state_store.manifest import parse_snapshot_name
 from streaming_queries import BY_NAME
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -54,7 +55,8 @@ def common_snapshots(checkpoint: Path, op: int, store: str) -> set[int]:
     """The versions every partition of the store has a snapshot of."""
     below = "" if store == "default" else f"{store}/"
     pattern = f"{op}/*/{below}query-*/snapshots"
-    found = [{int(f.stem) for f in d.glob("*.json")} for d in (checkpoint / "state").glob(pattern)]
+    found = [{parsed[0] for f in d.glob("*.json") if (parsed := parse_snapshot_name(f.name))}
+             for d in (checkpoint / "state").glob(pattern)]
     assert found, f"no snapshots of {op}/{store} in {checkpoint}"
     return set.intersection(*found)
 
