@@ -42,7 +42,7 @@ from typing import Any
 from benchmarks import report
 from benchmarks.macro import CHANGELOG_KEY, SPARK_HDFS, SPARK_ROCKSDB, first_line, split
 from benchmarks.procfs import TICK_SECONDS, WORKER_MODULE  # the driver counts CPU in ticks
-from state_store import bridge
+from state_store.driver import bridge
 from state_store.options import PREFIX
 from state_store.spark import PROVIDER_CLASS, configure, spark_conf
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-WORKER_MODULE = "state_store.worker"
+WORKER_MODULE = "state_store.runtime.worker"
 TICK_SECONDS = 1 / os.sysconf("SC_CLK_TCK")  # /proc counts CPU time in these
 
 

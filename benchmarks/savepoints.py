@@ -57,11 +57,11 @@ import fsspec
 from benchmarks import report
 from benchmarks.macro import batch_metrics, insert_then_update, start_aggregation, write_batches
 from benchmarks.s3server import MotoServer
-from state_store.checkpoint import Checkpoint, query_dir
+from state_store.format.seeding import SEED_FILE, apply_seed, staged_path
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint, query_dir
 from state_store.savepoint import restore, savepoint
-from state_store.seeding import SEED_FILE, apply_seed, staged_path
 from state_store.spark import configure
-from state_store.storage import open_storage
 
 RESULTS_JSON = report.RESULTS_DIR / "savepoints.json"
 INSERT_BATCHES, UPDATE_BATCHES, UPDATES_PER_BATCH = 4, 2, 20_000
@@ -273,7 +273,7 @@ def restore_step(case: Case, source: str, new_checkpoint: Path) -> tuple[Step, s
 
 def seeding_step(case: Case, new_checkpoint: Path, query_id: str) -> tuple[Step, int, int]:
     """`apply_seed` for every store of the restored checkpoint, as `Session.open` in
-    state_store/worker.py does it on the store's first open; returns the step, the number
+    state_store/runtime/worker.py does it on the store's first open; returns the step, the number
     of stores and their keys."""
     state = new_checkpoint / "state"
     locations = sorted(p.parent for p in state.glob(f"**/{SEED_FILE}"))

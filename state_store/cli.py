@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 
-from . import bridge, options
-from .storage import Storage, open_storage
+from . import options
+from .driver import bridge
+from .format.storage import Storage, open_storage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "results":
         return results_command(args)
     if args.command == "demo":
-        from .demo import run_demo
+        from .tools.demo import run_demo
 
         return run_demo(args.batches, args.rows_per_second, args.checkpoint, args.master)
     if args.command == "build-shim":
@@ -225,9 +226,9 @@ def options_table() -> str:
 
 def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: float,
                  as_json: bool, state_root: Storage | None = None) -> int:
-    from .checkpoint import Checkpoint
-    from .inspect import describe_location, format_location
+    from .format.store_root import Checkpoint
     from .savepoint.verify import format_savepoint_report, is_savepoint, verify_savepoint
+    from .tools.inspect import describe_location, format_location
     storage = open_storage(root, storage_options)
     if is_savepoint(storage):
         checked = verify_savepoint(storage, quiet=as_json)

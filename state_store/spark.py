@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from . import bridge
-from .driver_jvm import ensure_shim_loadable
+from .driver import bridge
+from .driver.jvm import ensure_shim_loadable
 from .options import PREFIX, validate
 
 PROVIDER_CLASS = "io.pyrocks.statestore.PyRocksStateStoreProvider"

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from harness import HDFS, PROVIDER_KEY, assert_same_outputs, run_queries
 from streaming_queries import BY_NAME
 
-WORKER_MODULE = b"state_store.worker"
+WORKER_MODULE = b"state_store.runtime.worker"
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from benchmarks.s3server import MotoServer
 from harness import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY  # noqa: F401 (shared)
 from state_store.spark import spark_conf
 
-WORKER_MODULE = "state_store.worker"
+WORKER_MODULE = "state_store.runtime.worker"
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 120.0) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from state_store import bridge
+from state_store.driver import bridge
 
 
 def test_a_build_says_what_it_does_and_the_cache_is_silent(

@@ -35,9 +35,9 @@ from harness import (
 from pyrocks_support import pyrocks_conf
 from state_store.cli import main
 from state_store.errors import CorruptFileError
+from state_store.format.storage import checksum, format_checksum
 from state_store.savepoint import RestoreError, SourceError, restore, savepoint
 from state_store.spark import PROVIDER_CLASS
-from state_store.storage import checksum, format_checksum
 from streaming_queries import BY_NAME, QUERIES, QuerySpec, read, write_batch
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from harness import PROVIDER_KEY, checkpoint_of, make_spark, run_queries
 from pyrocks_support import pyrocks_conf
-from state_store.manifest import parse_snapshot_name
+from state_store.format.manifest import parse_snapshot_name
 from streaming_queries import BY_NAME
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -15,9 +15,9 @@ import pytest
 
 from harness import HDFS, PROVIDER_KEY, Outputs, assert_same_outputs, run_queries
 from pyrocks_support import S3Endpoint, children_of, java_children, pyrocks_conf
-from state_store.checkpoint import Checkpoint
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint
 from state_store.options import PREFIX
-from state_store.storage import open_storage
 from streaming_queries import BY_NAME, QUERIES
 
 WATERMARKED = {"window_append", "dedup_watermark", "dedup_within_watermark", "join_inner",

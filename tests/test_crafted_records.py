@@ -28,15 +28,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from state_store.checkpoint import query_dir
 from state_store.errors import CorruptFileError, StateStoreError
-from state_store.inspect import describe_location
+from state_store.format.storage import open_storage
+from state_store.format.store_root import query_dir
 from state_store.results import Backoff, CleanupFailed, QueryResult
 from state_store.results.cleanup import StateAccess, clean_up
+from state_store.runtime.worker import Session
 from state_store.savepoint import restore, savepoint
 from state_store.savepoint.verify import verify_savepoint
-from state_store.storage import open_storage
-from state_store.worker import Session
+from state_store.tools.inspect import describe_location
 from test_engine import open_store, put
 
 QUERY_ID = "11111111-2222-3333-4444-555555555555"

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 import faulty_fs
 from faulty_fs import FUSE, dies_during
-from state_store import records
-from state_store.checkpoint import Checkpoint
-from state_store.engine import VersionedStore
-from state_store.manifest import file_path
-from state_store.records import Op
-from state_store.storage import open_storage
+from state_store.format import records
+from state_store.format.manifest import file_path
+from state_store.format.records import Op
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint
+from state_store.runtime.engine import VersionedStore
 from test_engine import contents, open_store
 
 KEYS = [f"k{i:02d}".encode() for i in range(12)]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from state_store import bridge
+from state_store.driver import bridge
 from state_store.spark import PROVIDER_CLASS, PYTHON_EXEC_KEY, cluster_conf
 
 TESTS = Path(__file__).resolve().parent

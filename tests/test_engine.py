@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from state_store import records
-from state_store.checkpoint import Checkpoint
-from state_store.engine import VersionedStore
 from state_store.errors import CorruptFileError, ForeignCheckpointError, VersionNotFoundError
-from state_store.manifest import manifest_path
+from state_store.format import records
+from state_store.format.manifest import manifest_path
+from state_store.format.records import Op
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint
 from state_store.options import StoreOptions
-from state_store.records import Op
-from state_store.storage import open_storage
+from state_store.runtime.engine import VersionedStore
 
 
 def open_store(root: Path | str, local: Path, interval: int = 3,

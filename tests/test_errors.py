@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from state_store import bridge
+from state_store.driver import bridge
 from state_store.errors import OptionError
 from state_store.options import PREFIX, StoreOptions, store_options
 from state_store.spark import PROVIDER_KEY, spark_conf

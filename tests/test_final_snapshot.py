@@ -23,10 +23,10 @@ from pyrocks_support import (
     wait_until,
     worker_pids,
 )
-from state_store.checkpoint import Checkpoint
-from state_store.engine import VersionedStore
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint
 from state_store.options import PREFIX, StoreOptions
-from state_store.storage import open_storage
+from state_store.runtime.engine import VersionedStore
 
 
 def store_roots(checkpoint: Path) -> list[Path]:

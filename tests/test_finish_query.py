@@ -18,8 +18,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from pyrocks_support import MAINTENANCE_INTERVAL_KEY, pyrocks_conf
-from state_store.checkpoint import Checkpoint
-from state_store.storage import open_storage
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint
 
 PARTITIONS = 2  # spark.sql.shuffle.partitions: one store per partition of the aggregation
 

@@ -16,13 +16,13 @@ import pytest
 import faulty_fs
 from faulty_fs import FUSE, SimulatedCrash
 from state_store import options as options_mod
-from state_store.checkpoint import Checkpoint, query_dir
-from state_store.engine import VersionedStore
 from state_store.errors import OptionError, StateStoreError
-from state_store.inspect import describe_store
-from state_store.manifest import Changelog, Manifest
+from state_store.format.manifest import Changelog, Manifest
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint, query_dir
 from state_store.options import StoreOptions
-from state_store.storage import open_storage
+from state_store.runtime.engine import VersionedStore
+from state_store.tools.inspect import describe_store
 from test_engine import contents, put
 
 

@@ -45,14 +45,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import faulty_fs
 from faulty_fs import FUSE, SimulatedCrash
-from state_store import records
-from state_store.checkpoint import Checkpoint, query_dir
-from state_store.engine import VersionedStore
 from state_store.errors import StateStoreError, UnsupportedStorageError
-from state_store.manifest import file_path
+from state_store.format import records
+from state_store.format.manifest import file_path
+from state_store.format.records import Op
+from state_store.format.storage import Storage, open_storage
+from state_store.format.store_root import Checkpoint, query_dir
 from state_store.options import StoreOptions
-from state_store.records import Op
-from state_store.storage import Storage, open_storage
+from state_store.runtime.engine import VersionedStore
 
 KEYS = [f"k{i}".encode() for i in range(6)]
 PROVIDERS = 3

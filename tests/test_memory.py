@@ -9,13 +9,13 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from pyrocks_support import worker_pids
-from state_store import records
-from state_store.checkpoint import Checkpoint
-from state_store.engine import VersionedStore
-from state_store.memory import RocksMemory
+from state_store.format import records
+from state_store.format.records import Op
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint
 from state_store.options import PREFIX, StoreOptions
-from state_store.records import Op
-from state_store.storage import open_storage
+from state_store.runtime.engine import VersionedStore
+from state_store.runtime.memory import RocksMemory
 
 STORES = 12
 BYTES_PER_STORE = 3 << 20  # fits one store's 16 MiB memtable: alone, nothing would flush

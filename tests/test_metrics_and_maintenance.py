@@ -9,8 +9,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from state_store.checkpoint import Checkpoint
-from state_store.storage import open_storage
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint
 
 RETAIN = 3
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from state_store import records
 from state_store.errors import ProtocolError
-from state_store.records import KNOWN, Op
+from state_store.format import records
+from state_store.format.records import KNOWN, Op
 
 
 def sample() -> list[tuple[int, str, bytes, bytes]]:

@@ -24,8 +24,8 @@ from harness import (
     start_query,
 )
 from pyrocks_support import pyrocks_conf
-from state_store.checkpoint import Checkpoint
-from state_store.storage import open_storage
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint
 from streaming_queries import BY_NAME, rows_for, write_batch
 
 SPECS = [BY_NAME[name] for name in ("agg_update", "window_append", "dedup_watermark",

@@ -12,12 +12,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pyrocks_support import S3Endpoint, condition_ignoring_endpoint
-from state_store.checkpoint import Checkpoint
-from state_store.engine import VersionedStore
 from state_store.errors import CorruptFileError, UnsupportedStorageError
+from state_store.format.storage import Storage, open_storage
+from state_store.format.store_root import Checkpoint
 from state_store.options import PREFIX, StoreOptions
+from state_store.runtime.engine import VersionedStore
 from state_store.spark import PROVIDER_CLASS, PROVIDER_KEY
-from state_store.storage import Storage, open_storage
 from test_engine import commit_versions, contents, put
 from test_snapshots import bulk
 

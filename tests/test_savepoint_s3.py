@@ -13,12 +13,12 @@ import fsspec
 import pytest
 
 from pyrocks_support import S3Endpoint, S3Relay
-from state_store.checkpoint import Checkpoint, query_dir
 from state_store.errors import CorruptFileError
+from state_store.format.seeding import apply_seed
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint, query_dir
 from state_store.savepoint import restore, savepoint
 from state_store.savepoint.verify import verify_savepoint
-from state_store.seeding import apply_seed
-from state_store.storage import open_storage
 from test_engine import contents, open_store, put
 
 SOURCE_ID = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"

@@ -23,11 +23,13 @@ from harness import (
     start_query,
 )
 from pyrocks_support import pyrocks_conf
-from state_store.checkpoint import Checkpoint
 from state_store.cli import main
-from state_store.engine import VersionedStore
-from state_store.manifest import Owner
+from state_store.format.manifest import Owner
+from state_store.format.seeding import trusted_roots
+from state_store.format.storage import open_storage
+from state_store.format.store_root import Checkpoint
 from state_store.options import StoreOptions
+from state_store.runtime.engine import VersionedStore
 from state_store.savepoint import (
     RestoreError,
     SourceError,
@@ -35,8 +37,6 @@ from state_store.savepoint import (
     savepoint,
     stop_with_savepoint,
 )
-from state_store.seeding import trusted_roots
-from state_store.storage import open_storage
 from streaming_queries import BY_NAME, QUERIES, write_batch
 
 AGG = BY_NAME["agg_update"]

@@ -52,7 +52,7 @@ def test_storage_options_never_reach_argv_logs_or_records(
     finally:
         spark.stop()
     started = argv_log.read_text().splitlines()
-    assert any("state_store.worker" in a for a in started)  # the wrapper saw every start
+    assert any("state_store.runtime.worker" in a for a in started)  # the wrapper saw every start
     assert any("state_store.results record" in a for a in started)
     assert not [a for a in started if SECRET in a], started
     printed = capfd.readouterr()

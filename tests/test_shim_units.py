@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import state_store
-from state_store import bridge
+from state_store.driver import bridge
 
 CHECKS_SOURCES = Path(__file__).resolve().parent / "jvm"
 CHECKS_CLASS = "io.pyrocks.statestore.ShimChecks"

@@ -14,8 +14,8 @@ import pytest
 
 import faulty_fs
 from faulty_fs import FUSE
-from state_store.manifest import Owner
-from state_store.storage import StorageError, open_storage
+from state_store.format.manifest import Owner
+from state_store.format.storage import StorageError, open_storage
 from test_engine import commit_versions, contents, open_store, put
 
 

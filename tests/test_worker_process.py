@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from pyrocks_support import S3Endpoint, condition_ignoring_endpoint, readline_within
-from state_store import records
-from state_store.protocol import HEADER, I64, Request, Status
-from state_store.records import Op
+from state_store.format import records
+from state_store.format.records import Op
+from state_store.runtime.protocol import HEADER, I64, Request, Status
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def worker(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     sock = tmp_path / "w.sock"
     with open(tmp_path / "w.stderr", "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "state_store.worker", "--socket", str(sock),
+            [sys.executable, "-m", "state_store.runtime.worker", "--socket", str(sock),
              "--data-dir", str(tmp_path / "data"), "--log", str(tmp_path / "w.stderr")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
     assert proc.stdout is not None
@@ -120,7 +120,7 @@ def test_an_endpoint_ignoring_conditional_writes_is_refused_at_open(worker, s3: 
 def test_a_worker_starts_without_loading_pyspark() -> None:
     """Workers start on every fresh executor (restores, moved partitions): their imports
     stay light; pyspark alone would add about 0.3 s to each start."""
-    probe = "import sys, state_store.worker; print('pyspark' in sys.modules)"
+    probe = "import sys, state_store.runtime.worker; print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"

@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..checkpoint import Checkpoint
 from ..errors import ForeignCheckpointError, is_transient
-from ..inspect import describe_location
+from ..format.seeding import trusted_roots
+from ..format.storage import Storage, open_storage
+from ..format.store_root import Checkpoint
 from ..options import ORPHAN_MARGIN_MIN_S
 from ..savepoint.layout import (
     CLAIM_RELEASE,
@@ -37,8 +38,7 @@ from ..savepoint.sources import (
     absolute_url,
     stores_under_root,
 )
-from ..seeding import trusted_roots
-from ..storage import Storage, open_storage
+from ..tools.inspect import describe_location
 from .record import QueryResult
 
 log = logging.getLogger("state_store.results")

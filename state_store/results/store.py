@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..storage import Storage, open_storage
+from ..format.storage import Storage, open_storage
 from .record import (
     QueryResult,
     ResultStoreError,

@@ -17,8 +17,8 @@ import dataclasses
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ..format.storage import Storage, checksum, format_checksum, open_storage
 from ..spark import PROVIDER_KEY
-from ..storage import Storage, checksum, format_checksum, open_storage
 from .layout import (
     CANONICAL,
     DESCRIPTOR,

@@ -27,8 +27,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from ..format.storage import Storage, open_storage
 from ..spark import PROVIDER_KEY
-from ..storage import Storage, open_storage
 from .canonical import PARTITIONS_CONF
 from .layout import (
     CHECKPOINT_DIR,

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 from ..errors import CorruptFileError
-from ..manifest import checked_record
-from ..names import file_name, relative_path, root_url
-from ..storage import Storage, Written
+from ..format.manifest import checked_record
+from ..format.names import file_name, relative_path, root_url
+from ..format.storage import Storage, Written
 
 DESCRIPTOR = "_savepoint.json"
 CLAIM_MARKER = "_claimed.json"

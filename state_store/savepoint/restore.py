@@ -29,11 +29,11 @@ import json
 import uuid
 from typing import Any
 
-from ..checkpoint import Checkpoint, query_dir
 from ..errors import StateStoreError
-from ..manifest import file_path
-from ..seeding import CLAIM, MODES, NO_CLAIM, Seed, claimed_roots, copy_version, staged_path
-from ..storage import Storage, open_storage
+from ..format.manifest import file_path
+from ..format.seeding import CLAIM, MODES, NO_CLAIM, Seed, claimed_roots, copy_version, staged_path
+from ..format.storage import Storage, open_storage
+from ..format.store_root import Checkpoint, query_dir
 from .layout import (
     CANONICAL,
     CLAIM_MARKER,

@@ -19,10 +19,10 @@ from urllib.parse import urlparse
 
 import fsspec
 
-from ..checkpoint import FOREIGN_SUFFIXES, QUERY_DIR_PREFIX, Checkpoint, query_dir
 from ..errors import ForeignCheckpointError, StateStoreError, VersionNotFoundError
-from ..seeding import SEED_FILE, trusted_roots
-from ..storage import Storage, Written, open_storage
+from ..format.seeding import SEED_FILE, trusted_roots
+from ..format.storage import Storage, Written, open_storage
+from ..format.store_root import FOREIGN_SUFFIXES, QUERY_DIR_PREFIX, Checkpoint, query_dir
 from .layout import (
     CHECKPOINT_DIR,
     DESCRIPTOR,

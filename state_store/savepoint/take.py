@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..checkpoint import Checkpoint
 from ..errors import StateStoreError
-from ..manifest import FileRef, file_path, snapshot_path
-from ..progress import Progress
-from ..seeding import copy_version
-from ..storage import Storage, checksum, format_checksum, open_storage
+from ..format.manifest import FileRef, file_path, snapshot_path
+from ..format.seeding import copy_version
+from ..format.storage import Storage, checksum, format_checksum, open_storage
+from ..format.store_root import Checkpoint
+from ..tools.progress import Progress
 from .layout import (
     CANONICAL,
     CHECKPOINT_DIR,

@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import CorruptFileError
-from ..progress import Progress
-from ..storage import Storage, Written
+from ..format.storage import Storage, Written
+from ..tools.progress import Progress
 from .layout import CLAIM_MARKER, DESCRIPTOR, ClaimMarker, SavepointDescriptor
 
 

@@ -119,7 +119,7 @@ trait WorkerHandle {
   def kill(): Unit
 }
 
-/** One `python -m state_store.worker` process and its socket. */
+/** One `python -m state_store.runtime.worker` process and its socket. */
 final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: LaunchOptions)
   extends WorkerHandle with Logging {
   private val socketPath = socketDir.resolve(s"w$index.sock")
@@ -130,7 +130,7 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: 
 
   private def start(): Process = {
     Files.deleteIfExists(socketPath)
-    val builder = new ProcessBuilder(opts.pythonExec, "-m", "state_store.worker",
+    val builder = new ProcessBuilder(opts.pythonExec, "-m", "state_store.runtime.worker",
       "--socket", socketPath.toString, "--data-dir", dataDir.toString,
       "--log", stderrLog.toString, "--memory-bound-mb", opts.workerMemoryMB.toString)
     opts.pythonPath.foreach { p =>
@@ -155,7 +155,7 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: 
       proc.destroyForcibly()
       proc.waitFor(10, TimeUnit.SECONDS)
       throw new WorkerFailedException(s"pyrocks worker '${opts.pythonExec} -m " +
-        s"state_store.worker' did not start (exit code ${exitCode(proc)}): ${stderrTail()}. " +
+        s"state_store.runtime.worker' did not start (exit code ${exitCode(proc)}): ${stderrTail()}. " +
         s"Is the state_store package importable by that Python? " +
         s"(${LaunchOptions.Prefix}pythonExec / pythonPath)")
     }

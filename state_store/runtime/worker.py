@@ -21,10 +21,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
-from . import options as options_mod
-from .checkpoint import Checkpoint, query_dir
+from .. import options as options_mod
+from ..errors import ClaimedCheckpointError, ProtocolError
+from ..format.seeding import apply_seed, read_seed, staged_path
+from ..format.storage import Storage, open_storage
+from ..format.store_root import Checkpoint, query_dir
+from ..savepoint.layout import ClaimMarker, read_claim
 from .engine import VersionedStore
-from .errors import ClaimedCheckpointError, ProtocolError
 from .memory import RocksMemory
 from .protocol import (
     CHANGE_HEAD,
@@ -39,9 +42,6 @@ from .protocol import (
     ScanMode,
     Status,
 )
-from .savepoint.layout import ClaimMarker, read_claim
-from .seeding import apply_seed, read_seed, staged_path
-from .storage import Storage, open_storage
 
 _SEND_LIMIT = 1 << 20
 
@@ -336,7 +336,7 @@ def _watch_parent(sessions: set[Session], cleanup: Callable[[], None]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="state_store.worker")
+    parser = argparse.ArgumentParser(prog="state_store.runtime.worker")
     parser.add_argument("--socket", required=True, type=Path)
     parser.add_argument("--data-dir", required=True, type=Path)
     parser.add_argument("--log", type=Path, help="our stderr file, removed on a clean exit")

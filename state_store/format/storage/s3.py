@@ -16,7 +16,7 @@ import uuid
 
 from fsspec.asyn import sync
 
-from ..errors import CorruptFileError, UnsupportedStorageError
+from ...errors import CorruptFileError, UnsupportedStorageError
 from .base import Storage, Written, format_checksum
 from .conditional import ConditionalPutStorage
 

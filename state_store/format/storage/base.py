@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import fsspec
 
-from ..errors import CorruptFileError, StorageError, is_transient
+from ...errors import CorruptFileError, StorageError, is_transient
 
 CHUNK = 4 << 20
 _ATTEMPTS = 5

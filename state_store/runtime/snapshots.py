@@ -36,8 +36,8 @@ from pathlib import Path
 from rocksdict import Checkpoint as RocksCheckpoint
 from rocksdict import Rdict
 
-from .checkpoint import Checkpoint, UploadStats
-from .manifest import FileRef, SnapshotDescriptor
+from ..format.manifest import FileRef, SnapshotDescriptor
+from ..format.store_root import Checkpoint, UploadStats
 
 
 @dataclass(frozen=True)

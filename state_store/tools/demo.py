@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 import time
 
-from .spark import configure
+from ..spark import configure
 
 
 def run_demo(batches: int, rows_per_second: int, checkpoint: str | None, master: str) -> int:

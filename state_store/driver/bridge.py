@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pyspark
 
-from .errors import StateStoreError
+from ..errors import StateStoreError
 
-SHIM_DIR = Path(__file__).resolve().parent / "shim"
+SHIM_DIR = Path(__file__).resolve().parent.parent / "shim"
 OLDEST = (4, 0)  # Spark 4.x: Scala 2.13, the provider API with column families
 SUPPORTED = "4.0 to 4.3"  # the releases CI builds and tests the shim on
 

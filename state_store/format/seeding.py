@@ -41,11 +41,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
-from .checkpoint import Checkpoint, LoadPlan, open_root, query_dir
-from .errors import CorruptFileError
+from ..errors import CorruptFileError
 from .manifest import Changelog, FileRef, Manifest, Owner, checked_record, file_path
 from .names import file_name, root_url
 from .storage import Storage
+from .store_root import Checkpoint, LoadPlan, open_root, query_dir
 
 SEED_FILE = "_seed.json"
 RESTORED_DIR = "_restored"  # under a rootUrl: no-claim restores' copies, per query

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import fsspec
 
-from .errors import (
+from ..errors import (
     CorruptFileError,
     ForeignCheckpointError,
     StateStoreError,

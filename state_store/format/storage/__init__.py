@@ -15,7 +15,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from ..errors import UnsupportedStorageError
+from ...errors import UnsupportedStorageError
 from .base import Storage, StorageError, Written, checksum, format_checksum
 from .conditional import ConditionalPutStorage
 from .local import LocalStorage

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from rocksdict import ColumnFamily, Options, Rdict, WriteBatch, WriteOptions
 
-from . import records
-from .checkpoint import Checkpoint, LoadPlan, UploadStats
-from .errors import CorruptFileError, StateStoreError, VersionNotFoundError
-from .manifest import Changelog, Manifest
+from ..errors import CorruptFileError, StateStoreError, VersionNotFoundError
+from ..format import records
+from ..format.manifest import Changelog, Manifest
+from ..format.records import DEFAULT_CF, EXISTED, KNOWN, OP_MASK, Op
+from ..format.store_root import Checkpoint, LoadPlan, UploadStats
+from ..options import StoreOptions
 from .memory import RocksMemory
-from .options import StoreOptions
-from .records import DEFAULT_CF, EXISTED, KNOWN, OP_MASK, Op
 from .snapshots import Snapshotter, Taken
 
 # Plain ints for the per-record loop: reading an IntEnum member costs ~130 ns on 3.11.

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Iterator
 from enum import IntEnum
 
-from .errors import ProtocolError
+from ..errors import ProtocolError
 
 DEFAULT_CF = "default"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import CorruptFileError
+from ..errors import CorruptFileError
 
 _SEGMENT = re.compile(r"[A-Za-z0-9._=+-]+")
 _FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")

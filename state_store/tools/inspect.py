@@ -9,12 +9,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .checkpoint import QUERY_DIR_PREFIX, Checkpoint
-from .manifest import MANIFEST_DIR, FileRef, Owner
-from .savepoint.layout import CLAIM_MARKER, CLAIM_RELEASE, RESTORE_RECORD
-from .savepoint.sources import stores_under_root
-from .seeding import CLAIM, SEED_FILE, Seed, trusted_roots
-from .storage import Storage
+from ..format.manifest import MANIFEST_DIR, FileRef, Owner
+from ..format.seeding import CLAIM, SEED_FILE, Seed, trusted_roots
+from ..format.storage import Storage
+from ..format.store_root import QUERY_DIR_PREFIX, Checkpoint
+from ..savepoint.layout import CLAIM_MARKER, CLAIM_RELEASE, RESTORE_RECORD
+from ..savepoint.sources import stores_under_root
 
 
 @dataclass

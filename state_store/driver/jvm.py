@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import StateStoreError
+from ..errors import StateStoreError
 
 # The class whose presence means the shim is loadable (spark.PROVIDER_CLASS; spark.py imports
 # this module, so the name is repeated rather than imported).

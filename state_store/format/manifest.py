@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from .errors import CorruptFileError
+from ..errors import CorruptFileError
 from .names import file_name, root_url
 from .storage import Written
 
