@@ -59,7 +59,7 @@ from benchmarks.macro import batch_metrics, insert_then_update, start_aggregatio
 from benchmarks.s3server import MotoServer
 from state_store.format.seeding import SEED_FILE, apply_seed, staged_path
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint, query_dir
+from state_store.format.store_root import StoreRoot, query_dir
 from state_store.savepoint import restore, savepoint
 from state_store.spark import configure
 
@@ -279,7 +279,7 @@ def seeding_step(case: Case, new_checkpoint: Path, query_id: str) -> tuple[Step,
     locations = sorted(p.parent for p in state.glob(f"**/{SEED_FILE}"))
     options = case.s3_options
     prefix = root_prefix(new_checkpoint)
-    targets: list[Checkpoint] = []
+    targets: list[StoreRoot] = []
     versions: list[int] = []
 
     def seed_all() -> None:
@@ -291,7 +291,7 @@ def seeding_step(case: Case, new_checkpoint: Path, query_id: str) -> tuple[Step,
                     if case.root_url else location)
             storage = base.child(query_dir(query_id))
             storage.verify_publish()
-            target = Checkpoint(storage, "/".join(key), base)
+            target = StoreRoot(storage, "/".join(key), base)
             staged = (open_storage(case.root_url, options).child(
                 staged_path(query_id, f"{op}/{part}/{name}")) if case.root_url else None)
             applied = apply_seed(location, target, query_id, staged)

@@ -226,7 +226,7 @@ def options_table() -> str:
 
 def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: float,
                  as_json: bool, state_root: Storage | None = None) -> int:
-    from .format.store_root import Checkpoint
+    from .format.store_root import StoreRoot
     from .savepoint.verify import format_savepoint_report, is_savepoint, verify_savepoint
     from .tools.inspect import describe_location, format_location
     storage = open_storage(root, storage_options)
@@ -236,7 +236,7 @@ def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: f
         return 0 if checked.verified else 1
     report = describe_location(storage, retain, orphan_margin, state_root)
     if not report.stores and not report.depends_on and report.restored_from is None:
-        Checkpoint(storage, root).refuse_foreign_state()
+        StoreRoot(storage, root).refuse_foreign_state()
         print(f"no state of this provider under {root}", file=sys.stderr)
         return 1
     print(json.dumps(report.to_dict()) if as_json else format_location(report))

@@ -16,7 +16,7 @@ import pytest
 from harness import HDFS, PROVIDER_KEY, Outputs, assert_same_outputs, run_queries
 from pyrocks_support import S3Endpoint, children_of, java_children, pyrocks_conf
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX
 from streaming_queries import BY_NAME, QUERIES
 
@@ -99,7 +99,7 @@ def test_partitions_moving_between_executors_match_hdfs(reference: Outputs,
     moved = used_snapshot = 0
     for spec in specs:
         for root in (tmp_path / spec.name / "checkpoint" / "state").rglob("query-*"):
-            checkpoint = Checkpoint(open_storage(str(root)), str(root))
+            checkpoint = StoreRoot(open_storage(str(root)), str(root))
             manifests = [checkpoint.read_manifest(v) for v in checkpoint.versions()]
             first_run = [m for m in manifests if m.version <= 4]  # batches 0-3: one session
             moved += len({m.writer.split(" worker")[0] for m in first_run}) > 1

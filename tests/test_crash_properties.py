@@ -19,7 +19,7 @@ from state_store.format import records
 from state_store.format.manifest import file_path
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 from state_store.runtime.engine import VersionedStore
 from test_engine import contents, open_store
 
@@ -62,8 +62,8 @@ class World:
             self.store = None
         return died
 
-    def checkpoint(self) -> Checkpoint:
-        return Checkpoint(open_storage(self.url), "probe")
+    def checkpoint(self) -> StoreRoot:
+        return StoreRoot(open_storage(self.url), "probe")
 
 
 def batch(pairs: list[tuple[bytes, bytes | None]]) -> tuple[bytes, dict[bytes, bytes | None]]:

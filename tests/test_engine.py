@@ -12,7 +12,7 @@ from state_store.format import records
 from state_store.format.manifest import manifest_path
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
 
@@ -20,7 +20,7 @@ from state_store.runtime.engine import VersionedStore
 def open_store(root: Path | str, local: Path, interval: int = 3,
                storage_options: dict | None = None, trusted: frozenset[str] = frozenset(),
                **options: object) -> VersionedStore:
-    checkpoint = Checkpoint(open_storage(str(root), storage_options), "test-store",
+    checkpoint = StoreRoot(open_storage(str(root), storage_options), "test-store",
                             trusted_roots=trusted)
     opts = StoreOptions(snapshot_interval=interval, **options)  # type: ignore[arg-type]
     return VersionedStore("test-store", checkpoint, local, opts, ThreadPoolExecutor(1))
@@ -167,7 +167,7 @@ def test_corrupt_manifest_is_refused(tmp_path: Path) -> None:
 
 def damage_snapshot_sst(root: Path, snapshot_version: int, damage: str) -> str:
     """Replaces an SST of a published snapshot with damaged bytes; returns its name."""
-    snapshot = Checkpoint(open_storage(str(root)), "probe").read_snapshot(snapshot_version)
+    snapshot = StoreRoot(open_storage(str(root)), "probe").read_snapshot(snapshot_version)
     # the newest SST: uploaded by this snapshot, not shared with an earlier one
     sst = max((f for f in snapshot.files if f.local_name.endswith(".sst")),
               key=lambda f: f.local_name)

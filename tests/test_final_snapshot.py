@@ -24,7 +24,7 @@ from pyrocks_support import (
     worker_pids,
 )
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX, StoreOptions
 from state_store.runtime.engine import VersionedStore
 
@@ -34,7 +34,7 @@ def store_roots(checkpoint: Path) -> list[Path]:
 
 
 def replay_at_latest(root: Path, scratch: Path) -> int:
-    checkpoint = Checkpoint(open_storage(str(root)), str(root))
+    checkpoint = StoreRoot(open_storage(str(root)), str(root))
     store = VersionedStore(str(root), checkpoint, scratch, StoreOptions(), ThreadPoolExecutor(1))
     store.load(checkpoint.versions()[-1])
     store.close()
@@ -120,7 +120,7 @@ def working_copies(pool: Path) -> list[Path]:
 
 
 def _snapshotted(root: Path) -> bool:
-    checkpoint = Checkpoint(open_storage(str(root)), str(root))
+    checkpoint = StoreRoot(open_storage(str(root)), str(root))
     versions = checkpoint.versions()
     return bool(versions) and versions[-1] in checkpoint.snapshot_versions()
 

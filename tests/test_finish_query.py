@@ -19,7 +19,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from pyrocks_support import MAINTENANCE_INTERVAL_KEY, pyrocks_conf
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 
 PARTITIONS = 2  # spark.sql.shuffle.partitions: one store per partition of the aggregation
 
@@ -89,7 +89,7 @@ def store_roots(checkpoint: Path) -> list[Path]:
 
 def snapshotted(root: Path) -> bool:
     """Whether the store's latest committed version has a published snapshot."""
-    checkpoint = Checkpoint(open_storage(str(root)), str(root))
+    checkpoint = StoreRoot(open_storage(str(root)), str(root))
     versions = checkpoint.versions()
     return bool(versions) and versions[-1] in checkpoint.snapshot_versions()
 

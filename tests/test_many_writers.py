@@ -19,7 +19,7 @@ from state_store import options as options_mod
 from state_store.errors import OptionError, StateStoreError
 from state_store.format.manifest import Changelog, Manifest
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint, query_dir
+from state_store.format.store_root import StoreRoot, query_dir
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
 from state_store.tools.inspect import describe_store
@@ -31,7 +31,7 @@ def query_store(base: Path | str, query_id: str, local: Path,
     """A store of query `query_id` under the checkpoint-path root `base`, as the worker
     opens it."""
     storage = open_storage(str(base))
-    checkpoint = Checkpoint(storage.child(query_dir(query_id)), "s", storage)
+    checkpoint = StoreRoot(storage.child(query_dir(query_id)), "s", storage)
     opts = StoreOptions(**options)  # type: ignore[arg-type]
     return VersionedStore("s", checkpoint, local, opts, ThreadPoolExecutor(1))
 
@@ -219,7 +219,7 @@ def test_a_zombie_catching_up_never_builds_on_a_version_a_later_run_replaced(
     (test_many_writers_model.py), so this is the only place the check shows."""
     def store(local: str, epoch: int) -> VersionedStore:
         storage = open_storage(str(tmp_path / "base"))
-        checkpoint = Checkpoint(storage.child(query_dir("q")), "s", storage)
+        checkpoint = StoreRoot(storage.child(query_dir("q")), "s", storage)
         return VersionedStore("s", checkpoint, tmp_path / local, StoreOptions(),
                               ThreadPoolExecutor(1), epoch=epoch)
 

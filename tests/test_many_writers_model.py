@@ -21,7 +21,7 @@ the catch-up's lineage check keeps a fenced zombie's working copy exact, which n
 state shows, so test_many_writers.py guards it):
   Manifest.can_start_from's lineage check   two_attempts, loser_dies_withdrawing
   the catch-up's adoption of a newer base   moves_away_and_back
-  Checkpoint.publish_manifest's chain guard offline_write with a refused snapshot
+  StoreRoot.publish_manifest's chain guard offline_write with a refused snapshot
   run epochs in manifest names              rewind, then run_batch
   the fence of an earlier run's writers     rewind_and_redo (a zombie, clean at a version
                                             the later run replaced, commits on it)
@@ -50,7 +50,7 @@ from state_store.format import records
 from state_store.format.manifest import file_path
 from state_store.format.records import Op
 from state_store.format.storage import Storage, open_storage
-from state_store.format.store_root import Checkpoint, query_dir
+from state_store.format.store_root import StoreRoot, query_dir
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
 
@@ -121,8 +121,8 @@ class ManyWriters(RuleBasedStateMachine):
 
     # ---- what the model drives ------------------------------------------------------------
 
-    def checkpoint(self) -> Checkpoint:
-        return Checkpoint(self.base.child(query_dir(self.query_id)), "model", self.base)
+    def checkpoint(self) -> StoreRoot:
+        return StoreRoot(self.base.child(query_dir(self.query_id)), "model", self.base)
 
     def new_store(self, epoch: int = 0) -> VersionedStore:
         local = self.tmp / f"local-{next(self.local_ids)}"

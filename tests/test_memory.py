@@ -12,7 +12,7 @@ from pyrocks_support import worker_pids
 from state_store.format import records
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX, StoreOptions
 from state_store.runtime.engine import VersionedStore
 from state_store.runtime.memory import RocksMemory
@@ -26,7 +26,7 @@ def fill_stores(tmp: Path, memory: RocksMemory | None) -> list[VersionedStore]:
     uploads = ThreadPoolExecutor(1)
     for i in range(STORES):
         name = f"store-{i}"
-        store = VersionedStore(name, Checkpoint(open_storage(str(tmp / "root" / name)), name),
+        store = VersionedStore(name, StoreRoot(open_storage(str(tmp / "root" / name)), name),
                                tmp / "local" / name, StoreOptions(), uploads, memory)
         store.load(0)
         value = bytes(1000)

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 
 RETAIN = 3
 
@@ -43,7 +43,7 @@ def test_metrics_and_retention(pyrocks_spark: SparkSession, tmp_path: Path) -> N
     assert "pyrocks.commit_ms" in custom and "pyrocks.gc_files_deleted" in custom
     assert _oldest_versions(checkpoint) == {8 - RETAIN + 1}
     for store in _stores(checkpoint):
-        versions = Checkpoint(open_storage(str(store)), str(store)).versions()
+        versions = StoreRoot(open_storage(str(store)), str(store)).versions()
         assert versions == list(range(8 - RETAIN + 1, 9))
 
 
@@ -52,4 +52,4 @@ def _stores(checkpoint: Path) -> list[Path]:
 
 
 def _oldest_versions(checkpoint: Path) -> set[int]:
-    return {min(Checkpoint(open_storage(str(s)), str(s)).versions()) for s in _stores(checkpoint)}
+    return {min(StoreRoot(open_storage(str(s)), str(s)).versions()) for s in _stores(checkpoint)}

@@ -25,7 +25,7 @@ from harness import (
 )
 from pyrocks_support import pyrocks_conf
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 from streaming_queries import BY_NAME, rows_for, write_batch
 
 SPECS = [BY_NAME[name] for name in ("agg_update", "window_append", "dedup_watermark",
@@ -104,7 +104,7 @@ def test_a_rewound_batch_is_answered_as_spark_answers_it(reference: Outputs,
                  if (r / "manifests").is_dir()]
         assert roots
         for root in roots:
-            durable = Checkpoint(open_storage(str(root)), "s")
+            durable = StoreRoot(open_storage(str(root)), "s")
             version = rewound[spec.name] + 1
             assert durable.read_manifest(version).epoch == 2, root  # the rerun's
 

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyrocks_support import S3Endpoint, condition_ignoring_endpoint
 from state_store.errors import CorruptFileError, UnsupportedStorageError
 from state_store.format.storage import Storage, open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX, StoreOptions
 from state_store.runtime.engine import VersionedStore
 from state_store.spark import PROVIDER_CLASS, PROVIDER_KEY
@@ -27,7 +27,7 @@ HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvi
 def s3_store(s3: S3Endpoint, root: str, local: Path, **options: object) -> VersionedStore:
     storage = open_storage(root, s3.options)
     opts = StoreOptions(**{"snapshot_interval": 2, **options})  # type: ignore[arg-type]
-    return VersionedStore("s3-store", Checkpoint(storage, "s3-store"), local, opts,
+    return VersionedStore("s3-store", StoreRoot(storage, "s3-store"), local, opts,
                           ThreadPoolExecutor(1))
 
 
@@ -51,7 +51,7 @@ def test_an_endpoint_that_ignores_conditional_writes_is_refused(s3: S3Endpoint,
     proxy = condition_ignoring_endpoint(s3)
     try:
         root = s3.url(f"ignoring-{uuid.uuid4().hex}")
-        store = VersionedStore("s3-store", Checkpoint(open_storage(root, proxy.options), "s"),
+        store = VersionedStore("s3-store", StoreRoot(open_storage(root, proxy.options), "s"),
                                tmp_path / "a", StoreOptions(), ThreadPoolExecutor(1))
         store.load(0)
         store.write(put("k", "v"))
@@ -59,7 +59,7 @@ def test_an_endpoint_that_ignores_conditional_writes_is_refused(s3: S3Endpoint,
                            match=rf"S3 endpoint {proxy.endpoint} ignores conditional writes"):
             store.commit(1)
         # nothing was published: the same root through an honest endpoint has no version
-        assert Checkpoint(open_storage(root, s3.options), "s").versions() == []
+        assert StoreRoot(open_storage(root, s3.options), "s").versions() == []
     finally:
         proxy.stop()
 

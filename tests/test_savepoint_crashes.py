@@ -22,7 +22,7 @@ from faulty_fs import FUSE, dies_during
 from state_store.format.manifest import Owner
 from state_store.format.seeding import apply_seed, trusted_roots
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint, query_dir
+from state_store.format.store_root import StoreRoot, query_dir
 from state_store.savepoint import RestoreError, SourceError, restore, savepoint
 from state_store.savepoint.layout import CLAIM_MARKER, RESTORE_RECORD
 from state_store.savepoint.verify import verify_savepoint
@@ -107,7 +107,7 @@ def seed_and_load(base: Path, query_id: str, mode: str, crash_at: int | None,
                   expected: dict[str, dict[bytes, bytes]]) -> None:
     for key, want in expected.items():
         location = open_storage(f"{faulty_fs.PROTOCOL}://{base}/new/state/{key}")
-        target = Checkpoint(location.child(query_dir(query_id)), key, location)
+        target = StoreRoot(location.child(query_dir(query_id)), key, location)
         if dies_during(crash_at, partial(apply_seed, location, target, query_id)):
             assert apply_seed(location, target, query_id) is not None or target.versions()
         assert target.versions() == [BATCHES]
@@ -194,7 +194,7 @@ def test_seeds_of_an_earlier_build_still_apply(tmp_path: Path) -> None:
             seed["source_root"] = source_root  # as the earlier build wrote it
             seed.pop("roots", None)
             (new / "state" / key / "_seed.json").write_text(json.dumps(seed))
-            target = Checkpoint(location.child(query_dir(query_id)), key, location)
+            target = StoreRoot(location.child(query_dir(query_id)), key, location)
             assert apply_seed(location, target, query_id) is not None
             reader = open_store(target.storage.url, tmp_path / f"read-{mode}-{key[-1]}",
                                 trusted=trusted_roots(location, query_id))

@@ -16,7 +16,7 @@ from pyrocks_support import S3Endpoint, S3Relay
 from state_store.errors import CorruptFileError
 from state_store.format.seeding import apply_seed
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint, query_dir
+from state_store.format.store_root import StoreRoot, query_dir
 from state_store.savepoint import restore, savepoint
 from state_store.savepoint.verify import verify_savepoint
 from test_engine import contents, open_store, put
@@ -93,7 +93,7 @@ def test_savepoint_and_forced_full_snapshot_copy_ssts_server_side(
     assert copies and all(h.get("x-amz-checksum-algorithm") == "CRC32" for h in copies)
     for key in expected:  # the first open finds each store copied already
         location = open_storage(f"{new}/state/{key}", s3.options)
-        target = Checkpoint(location.child(query_dir(restored.query_id)), key, location)
+        target = StoreRoot(location.child(query_dir(restored.query_id)), key, location)
         assert apply_seed(location, target, restored.query_id) is None
         assert target.versions() == [3]
     for key, want in expected.items():  # then the store loads (downloads) as usual

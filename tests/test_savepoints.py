@@ -27,7 +27,7 @@ from state_store.cli import main
 from state_store.format.manifest import Owner
 from state_store.format.seeding import trusted_roots
 from state_store.format.storage import open_storage
-from state_store.format.store_root import Checkpoint
+from state_store.format.store_root import StoreRoot
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
 from state_store.savepoint import (
@@ -59,10 +59,10 @@ def store_roots(checkpoint: Path) -> list[Path]:
     return sorted(p.parent for p in (checkpoint / "state").glob("**/query-*/manifests"))
 
 
-def durable_of(root: Path) -> Checkpoint:
+def durable_of(root: Path) -> StoreRoot:
     """A store root as the worker opens it: trusting the roots its seed recorded."""
     query_id = root.name.removeprefix("query-")
-    return Checkpoint(open_storage(str(root)), str(root),
+    return StoreRoot(open_storage(str(root)), str(root),
                       trusted_roots=trusted_roots(open_storage(str(root.parent)), query_id))
 
 
@@ -252,7 +252,7 @@ def test_stop_with_savepoint_drains_stops_and_resumes_exactly(
     assert info.batch == max(outputs)
     checkpoint = checkpoint_of(work, AGG)
     for root in store_roots(checkpoint):  # finished: the last version has its snapshot
-        durable = Checkpoint(open_storage(str(root)), str(root))
+        durable = StoreRoot(open_storage(str(root)), str(root))
         assert durable.versions()[-1] in durable.snapshot_versions(), root
     restore(info.path, str(new))
     resumed: dict[int, list[str]] = {}

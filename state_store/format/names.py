@@ -13,7 +13,7 @@ savepoint directory, a checkpoint), so it must not be able to leave that root:
                  path, no scheme
   root URL       an absolute local path or a `scheme://` URL, with no `.` or `..` segment
                  (a source a restore recorded); whether a store may use it is decided by the
-                 store (`checkpoint.Checkpoint.trusted_roots`)
+                 store (`checkpoint.StoreRoot.trusted_roots`)
 
 A bad name raises `CorruptFileError` naming the record, the field and the value.
 """

@@ -26,7 +26,7 @@ anything:
             rootUrl and query id.
   claim     the seed names the source root and every root the claimed version's files live
             in (`roots`): the only roots other than its own that the store's records may name
-            (checkpoint.Checkpoint.trusted_roots). The claim marker in the source keeps the
+            (checkpoint.StoreRoot.trusted_roots). The claim marker in the source keeps the
             source's query from running (and collecting garbage) again.
 Seeding is idempotent: it does nothing once the root holds a version, and a lost publish
 race discards only the loser's own copies.
@@ -45,7 +45,7 @@ from ..errors import CorruptFileError
 from .manifest import Changelog, FileRef, Manifest, Owner, checked_record, file_path
 from .names import file_name, root_url
 from .storage import Storage
-from .store_root import Checkpoint, LoadPlan, open_root, query_dir
+from .store_root import LoadPlan, StoreRoot, open_root, query_dir
 
 SEED_FILE = "_seed.json"
 RESTORED_DIR = "_restored"  # under a rootUrl: no-claim restores' copies, per query
@@ -123,7 +123,7 @@ def staged_path(query_id: str, store_path: str) -> str:
     return f"{RESTORED_DIR}/{query_id}/{store_path}"
 
 
-def apply_seed(location: Storage, target: Checkpoint, query_id: str,
+def apply_seed(location: Storage, target: StoreRoot, query_id: str,
                staged: Storage | None = None) -> Seed | None:
     """Seeds `target` from the seed at `location` (a store's Spark location) if there is
     one for this query and the root holds no version yet; returns the seed applied.
@@ -133,20 +133,20 @@ def apply_seed(location: Storage, target: Checkpoint, query_id: str,
     if seed is None or seed.query_id != query_id or target.versions():
         return None
     if seed.mode == CLAIM:
-        source = Checkpoint(open_root(seed.source_root, target.storage),
+        source = StoreRoot(open_root(seed.source_root, target.storage),
                             f"{target.store_name} (restoring from {seed.source})",
                             trusted_roots=frozenset(seed.roots))
         copy_version(source, seed.version, target, claim=True)
         return seed
     candidates = [s for s in (staged, location.child(query_dir(query_id))) if s is not None]
     for copy in candidates:
-        if copy.url != target.storage.url and seed.version in Checkpoint(copy, "").versions():
-            source = Checkpoint(copy, f"{target.store_name} (restored from {seed.source})")
+        if copy.url != target.storage.url and seed.version in StoreRoot(copy, "").versions():
+            source = StoreRoot(copy, f"{target.store_name} (restored from {seed.source})")
             copy_version(source, seed.version, target, claim=False)
             copy.delete_tree("")  # the restore's copy: the store's root holds its own now
             return seed
     if seed.source_root:  # a seed of an earlier build: the copy is made now, from the source
-        source = Checkpoint(open_root(seed.source_root, target.storage),
+        source = StoreRoot(open_root(seed.source_root, target.storage),
                             f"{target.store_name} (restoring from {seed.source})")
         copy_version(source, seed.version, target, claim=False)
         return seed
@@ -156,7 +156,7 @@ def apply_seed(location: Storage, target: Checkpoint, query_id: str,
         "restored for another rootUrl): restore again")
 
 
-def copy_version(source: Checkpoint, version: int, target: Checkpoint, claim: bool,
+def copy_version(source: StoreRoot, version: int, target: StoreRoot, claim: bool,
                  on_file: OnFile | None = None, verify: bool = True) -> Manifest:
     """Publishes in `target` what rebuilds `version` of `source`: the snapshot `source`
     would load it from (if any) and a manifest whose chain replays the rest. With `verify`
@@ -207,7 +207,7 @@ def _place_all(files: list[FileRef], place: Callable[[FileRef], FileRef],
         return list(pool.map(one, files))
 
 
-def _copier(source: Checkpoint, target: Checkpoint,
+def _copier(source: StoreRoot, target: StoreRoot,
             verify: bool) -> Callable[[FileRef], FileRef]:
     def copy(ref: FileRef) -> FileRef:
         stem = uuid.uuid4().hex
@@ -224,7 +224,7 @@ def _copier(source: Checkpoint, target: Checkpoint,
     return copy
 
 
-def _claimer(source: Checkpoint) -> Callable[[FileRef], FileRef]:
+def _claimer(source: StoreRoot) -> Callable[[FileRef], FileRef]:
     def claim(ref: FileRef) -> FileRef:
         if ref.owner is Owner.SHARED:
             raise CorruptFileError(
@@ -236,7 +236,7 @@ def _claimer(source: Checkpoint) -> Callable[[FileRef], FileRef]:
     return claim
 
 
-def claimed_roots(source: Checkpoint, version: int) -> tuple[str, ...]:
+def claimed_roots(source: StoreRoot, version: int) -> tuple[str, ...]:
     """Every root a CLAIM of `version` of `source` references: the source's own and those
     its own records name (a source that itself claimed another)."""
     plan = source.plan_load(version)

@@ -120,7 +120,7 @@ class GcPlan:
         return len(self.garbage) + len(self.orphans)
 
 
-class Checkpoint:
+class StoreRoot:
     """The durable side of one store: its root holds manifests/, snapshots/ and files/.
 
     `base` is the directory that holds this query's root beside those of earlier queries of

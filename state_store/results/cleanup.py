@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from ..errors import ForeignCheckpointError, is_transient
 from ..format.seeding import trusted_roots
 from ..format.storage import Storage, open_storage
-from ..format.store_root import Checkpoint
+from ..format.store_root import StoreRoot
 from ..options import ORPHAN_MARGIN_MIN_S
 from ..savepoint.layout import (
     CLAIM_RELEASE,
@@ -123,7 +123,7 @@ def collect_garbage(result: QueryResult, access: StateAccess) -> int:
     query_id, stores = _stores(result, checkpoint, access)
     for key, root in sorted(stores.items()):
         trusted = trusted_roots(checkpoint.child(f"{STATE}/{key}"), query_id)
-        store = Checkpoint(root, f"store {key} of {result.checkpoint}", trusted_roots=trusted)
+        store = StoreRoot(root, f"store {key} of {result.checkpoint}", trusted_roots=trusted)
         plan = store.collect_garbage(result.retain,
                                      max(result.orphan_margin_s, ORPHAN_MARGIN_MIN_S))
         deleted += plan.files_deleted

@@ -24,7 +24,7 @@ from ..errors import CorruptFileError, StateStoreError, VersionNotFoundError
 from ..format import records
 from ..format.manifest import Changelog, Manifest
 from ..format.records import DEFAULT_CF, EXISTED, KNOWN, OP_MASK, Op
-from ..format.store_root import Checkpoint, LoadPlan, UploadStats
+from ..format.store_root import LoadPlan, StoreRoot, UploadStats
 from ..options import StoreOptions
 from .memory import RocksMemory
 from .snapshots import Snapshotter, Taken
@@ -79,7 +79,7 @@ UNTRACKED = -1
 
 
 class VersionedStore:
-    def __init__(self, name: str, checkpoint: Checkpoint, local_dir: Path,
+    def __init__(self, name: str, checkpoint: StoreRoot, local_dir: Path,
                  opts: StoreOptions, uploads: Executor, memory: RocksMemory | None = None,
                  writer: str = "", epoch: int = 0) -> None:
         self.name = name

@@ -37,7 +37,7 @@ from rocksdict import Checkpoint as RocksCheckpoint
 from rocksdict import Rdict
 
 from ..format.manifest import FileRef, SnapshotDescriptor
-from ..format.store_root import Checkpoint, UploadStats
+from ..format.store_root import StoreRoot, UploadStats
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Taken:
 
 
 class Snapshotter:
-    def __init__(self, checkpoint: Checkpoint, scratch: Path, uploads: Executor,
+    def __init__(self, checkpoint: StoreRoot, scratch: Path, uploads: Executor,
                  on_published: Callable[[UploadStats], None],
                  on_failed: Callable[[str], None]) -> None:
         self.checkpoint = checkpoint

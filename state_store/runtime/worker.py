@@ -25,7 +25,7 @@ from .. import options as options_mod
 from ..errors import ClaimedCheckpointError, ProtocolError
 from ..format.seeding import apply_seed, read_seed, staged_path
 from ..format.storage import Storage, open_storage
-from ..format.store_root import Checkpoint, query_dir
+from ..format.store_root import StoreRoot, query_dir
 from ..savepoint.layout import ClaimMarker, read_claim
 from .engine import VersionedStore
 from .memory import RocksMemory
@@ -187,7 +187,7 @@ class Session:
                                     self.memory, writer, int(spec.get("run_epoch", 0)))
         return _json({"pid": os.getpid(), "root": checkpoint.storage.url})
 
-    def open_checkpoint(self, spec: dict, opts: options_mod.StoreOptions) -> Checkpoint:
+    def open_checkpoint(self, spec: dict, opts: options_mod.StoreOptions) -> StoreRoot:
         """The store's durable root: its own under the checkpoint (or rootUrl) per query
         (checkpoint.py), refused if a CLAIM restore took the checkpoint over, and seeded
         from its restore at a restored query's first open (seeding.py)."""
@@ -199,12 +199,12 @@ class Session:
         storage = base.child(query_dir(query_id)) if query_id else base
         storage.verify_publish()  # refused at start, never in the middle of a commit
         if not query_id:
-            return Checkpoint(storage, spec["store_name"])
+            return StoreRoot(storage, spec["store_name"])
         location = open_storage(spec["store_root"]) if opts.root_url else base
         _refuse_claimed(location, query_id)
         seed = read_seed(location)
         seed = seed if seed is not None and seed.query_id == query_id else None
-        checkpoint = Checkpoint(storage, spec["store_name"], base,
+        checkpoint = StoreRoot(storage, spec["store_name"], base,
                                 frozenset(seed.roots) if seed else frozenset())
         if seed is not None:
             staged = None

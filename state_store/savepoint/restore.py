@@ -33,7 +33,7 @@ from ..errors import StateStoreError
 from ..format.manifest import file_path
 from ..format.seeding import CLAIM, MODES, NO_CLAIM, Seed, claimed_roots, copy_version, staged_path
 from ..format.storage import Storage, open_storage
-from ..format.store_root import Checkpoint, query_dir
+from ..format.store_root import StoreRoot, query_dir
 from .layout import (
     CANONICAL,
     CLAIM_MARKER,
@@ -126,7 +126,7 @@ def _restore_store(src: Source, key: str, out: Storage, record: RestoreRecord,
             op, part, *name = key.split("/")
             root = staging.child(staged_path(record.query_id,
                                              f"{op}/{part}/{name[0] if name else 'default'}"))
-        target = Checkpoint(root, f"store {key} of {out.url}")
+        target = StoreRoot(root, f"store {key} of {out.url}")
         if not target.versions():  # a rerun finds the stores it copied already
             copy_version(store, src.version, target, claim=False)
         return Seed(record.query_id, src.url, src.version, NO_CLAIM)

@@ -22,7 +22,7 @@ import fsspec
 from ..errors import ForeignCheckpointError, StateStoreError, VersionNotFoundError
 from ..format.seeding import SEED_FILE, trusted_roots
 from ..format.storage import Storage, Written, open_storage
-from ..format.store_root import FOREIGN_SUFFIXES, QUERY_DIR_PREFIX, Checkpoint, query_dir
+from ..format.store_root import FOREIGN_SUFFIXES, QUERY_DIR_PREFIX, StoreRoot, query_dir
 from .layout import (
     CHECKPOINT_DIR,
     DESCRIPTOR,
@@ -64,8 +64,8 @@ class Source:
     def claim(self) -> ClaimMarker | None:
         return read_claim(self.storage)
 
-    def checkpoint_of(self, key: str) -> Checkpoint:
-        return Checkpoint(self.stores[key], f"store {key} of {self.url}",
+    def checkpoint_of(self, key: str) -> StoreRoot:
+        return StoreRoot(self.stores[key], f"store {key} of {self.url}",
                           trusted_roots=self.trusted.get(key, frozenset()))
 
     def read_spark_file(self, rel: str) -> bytes:
@@ -135,7 +135,7 @@ def _checkpoint_source(url: str, storage: Storage, batch: int | None, root_url: 
     spark.refuse_missing_stores(stores, batch)
     trusted = {key: trusted_roots(storage.child(f"{STATE}/{key}"), query_id) for key in stores}
     for key, root in stores.items():
-        if batch + 1 not in Checkpoint(root, key).versions():
+        if batch + 1 not in StoreRoot(root, key).versions():
             raise VersionNotFoundError(
                 f"store {key} of checkpoint {url} no longer retains version {batch + 1} "
                 f"(batch {batch}); choose a later batch")

@@ -18,7 +18,7 @@ from ..errors import StateStoreError
 from ..format.manifest import FileRef, file_path, snapshot_path
 from ..format.seeding import copy_version
 from ..format.storage import Storage, checksum, format_checksum, open_storage
-from ..format.store_root import Checkpoint
+from ..format.store_root import StoreRoot
 from ..tools.progress import Progress
 from .layout import (
     CANONICAL,
@@ -121,10 +121,10 @@ def copy_spark_files(read: Callable[[str], bytes], spark_files: list[str], out: 
     return saved
 
 
-def _copy_store(store: Checkpoint, version: int, key: str, out: Storage,
+def _copy_store(store: StoreRoot, version: int, key: str, out: Storage,
                 progress: Progress) -> list[SavedFile]:
     prefix = f"{STORES_DIR}/{key}"
-    target = Checkpoint(out.child(prefix), f"store {key} of savepoint {out.url}")
+    target = StoreRoot(out.child(prefix), f"store {key} of savepoint {out.url}")
     placed: list[FileRef] = []
 
     def on_file(ref: FileRef) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from ..format.manifest import MANIFEST_DIR, FileRef, Owner
 from ..format.seeding import CLAIM, SEED_FILE, Seed, trusted_roots
 from ..format.storage import Storage
-from ..format.store_root import QUERY_DIR_PREFIX, Checkpoint
+from ..format.store_root import QUERY_DIR_PREFIX, StoreRoot
 from ..savepoint.layout import CLAIM_MARKER, CLAIM_RELEASE, RESTORE_RECORD
 from ..savepoint.sources import stores_under_root
 
@@ -70,11 +70,11 @@ def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list
         base, _, name = rel.rpartition("/")
         own = storage.child(rel) if rel else storage
         if not name.startswith(QUERY_DIR_PREFIX):
-            reports.append(describe_store(Checkpoint(own, rel), retain, orphan_margin_s))
+            reports.append(describe_store(StoreRoot(own, rel), retain, orphan_margin_s))
             continue
         at_base = storage.child(base) if base else storage
         query_id = name[len(QUERY_DIR_PREFIX):]
-        checkpoint = Checkpoint(own, rel, at_base, trusted_roots(at_base, query_id))
+        checkpoint = StoreRoot(own, rel, at_base, trusted_roots(at_base, query_id))
         report = describe_store(checkpoint, retain, orphan_margin_s)
         report.query_id = query_id
         queries.setdefault(base, {})[report.query_id] = report
@@ -84,7 +84,7 @@ def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list
         # The checkpoint's own query if we were given the checkpoint, else the one that
         # committed last (after a reset, the old query no longer commits here).
         def committed(query_id: str, base: str = base) -> float:
-            return Checkpoint.last_commit(
+            return StoreRoot.last_commit(
                 storage.child(f"{base}/{QUERY_DIR_PREFIX}{query_id}".lstrip("/")))
 
         live = current if current in group else max(group, key=committed)
@@ -121,7 +121,7 @@ def describe_location(storage: Storage, retain: int, orphan_margin_s: float,
     seeds = _seeds(storage)
     if state_root is not None and query_id:
         roots = stores_under_root(state_root, query_id)
-        stores = [describe_store(Checkpoint(root, key, trusted_roots=_trusted(seeds, key,
+        stores = [describe_store(StoreRoot(root, key, trusted_roots=_trusted(seeds, key,
                                                                               query_id)),
                                  retain, orphan_margin_s)
                   for key, root in sorted(roots.items())]
@@ -134,7 +134,7 @@ def describe_location(storage: Storage, retain: int, orphan_margin_s: float,
         if seed.mode != CLAIM or seed.query_id != query_id:
             continue
         root = roots.get(key) or storage.child(f"state/{key}/{QUERY_DIR_PREFIX}{seed.query_id}")
-        if not Checkpoint(root, key).versions():
+        if not StoreRoot(root, key).versions():
             depends.add(seed.source)
     by_root = {root: seed.source for seed in seeds.values() for root in seed.roots}
     for report in stores:
@@ -202,7 +202,7 @@ def _checkpoint_query_id(storage: Storage) -> str | None:
         return None
 
 
-def describe_store(checkpoint: Checkpoint, retain: int, orphan_margin_s: float) -> StoreReport:
+def describe_store(checkpoint: StoreRoot, retain: int, orphan_margin_s: float) -> StoreReport:
     report = StoreReport(checkpoint.storage.url)
     index = checkpoint.index()
     previous: set[str] = set()
