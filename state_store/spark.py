@@ -18,16 +18,18 @@ from contextlib import contextmanager
 from typing import Any
 
 from .driver import bridge
+from .driver.classes import (
+    EXTENSIONS_CLASS,
+    LISTENER_CLASS,
+    PROVIDER_CLASS,
+    PROVIDER_KEY,
+    QUERY_LISTENERS_KEY,
+    RESULT_RECORDER_CLASS,
+    RUN_EPOCH_LISTENER_CLASS,
+)
 from .driver.jvm import ensure_shim_loadable
 from .options import PREFIX, validate
 
-PROVIDER_CLASS = "io.pyrocks.statestore.PyRocksStateStoreProvider"
-LISTENER_CLASS = "io.pyrocks.statestore.PyRocksLifecycleListener"
-EXTENSIONS_CLASS = "io.pyrocks.statestore.PyRocksExtensions"
-RESULT_RECORDER_CLASS = "io.pyrocks.statestore.ResultRecorder"
-RUN_EPOCH_LISTENER_CLASS = "io.pyrocks.statestore.RunEpochListener"
-PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
-QUERY_LISTENERS_KEY = "spark.sql.streaming.streamingQueryListeners"
 PYTHON_EXEC_KEY = PREFIX + "pythonExec"
 # Where a user names the Python of the executors (PySpark's own workers use it; so do ours).
 EXECUTOR_PYTHON_KEYS = ("spark.pyspark.python", "spark.executorEnv.PYSPARK_PYTHON")

@@ -3,11 +3,14 @@ then from the cache in silence."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from state_store.driver import bridge
+from state_store.driver import bridge, releases
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_a_build_says_what_it_does_and_the_cache_is_silent(
@@ -49,8 +52,6 @@ def test_a_failed_build_names_the_compiler_error(
                "range-scan": "since-4.2"}),
     ("4.3.0", {"coordinator": "since-4.1", "fine-grained-replay": "since-4.1",
                "range-scan": "since-4.2"}),
-    ("4.4.0.dev1", {"coordinator": "since-4.1", "fine-grained-replay": "since-4.1",
-                    "range-scan": "since-4.2"}),
 ])
 def test_each_release_compiles_with_its_variant_of_each_concern(version: str,
                                                                 since: dict[str, str]) -> None:
@@ -59,7 +60,20 @@ def test_each_release_compiles_with_its_variant_of_each_concern(version: str,
     assert len(chosen) == len(since)  # one file per concern
 
 
-@pytest.mark.parametrize("version", ["3.5.3", "5.0.0", "dev"])
+@pytest.mark.parametrize("version", ["3.5.3", "4.4.0.dev1", "5.0.0", "dev"])
 def test_an_unsupported_pyspark_is_named(version: str) -> None:
-    with pytest.raises(bridge.ShimBuildError, match=rf"pyspark {version} is not supported"):
+    with pytest.raises(bridge.ShimBuildError, match=rf"pyspark {version} is not supported: "
+                                                    r"the shim builds for Spark 4\.0 to 4\.3"):
         bridge.compat_sources(version)
+
+
+def test_one_table_of_releases_feeds_the_dependency_the_matrix_and_the_readme() -> None:
+    """releases.py is the table; what cannot be generated from it is checked against it."""
+    project = (REPO / "pyproject.toml").read_text()
+    assert re.findall(r'"(pyspark[^"]*)"', project) == [releases.pyspark_requirement()]
+    matrix = (REPO / ".ci" / "spark-matrix").read_text()
+    assert "state_store.driver.releases" in matrix and "matrix()" in matrix
+    readme = (REPO / "README.md").read_text()
+    listed = re.findall(r"^\| (4\.\d) \|", readme, re.MULTILINE)
+    assert listed == list(releases.RELEASES)
+    assert releases.RELEASES[-1] == releases.MAIN and releases.MAIN not in releases.matrix()

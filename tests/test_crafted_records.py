@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from state_store.errors import CorruptFileError, StateStoreError
+from state_store.format import gc
 from state_store.format.storage import open_storage
 from state_store.format.store_root import query_dir
 from state_store.results import Backoff, CleanupFailed, QueryResult
@@ -161,7 +162,7 @@ def first_open_and_load(tree: Tree, checkpoint: Path) -> None:
             session.open(spec)
             assert session.store is not None
             session.store.load(session.store.checkpoint.versions()[-1])
-            session.store.checkpoint.collect_garbage(1, orphan_margin_s=0)
+            gc.collect_garbage(session.store.checkpoint, 1, orphan_margin_s=0)
         finally:
             session.close_store()
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import faulty_fs
 from faulty_fs import FUSE, dies_during
-from state_store.format import records
+from state_store.format import gc, records
 from state_store.format.manifest import file_path
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
@@ -103,7 +103,7 @@ def step(world: World, op: str, arg, crash_at: int | None) -> bool:
         store = world.live()
         died = world.crashable(crash_at, lambda: store.collect_garbage(arg))
         if not died:
-            plan = world.checkpoint().plan_garbage(arg, orphan_margin_s=0)
+            plan = gc.plan_garbage(world.checkpoint(), arg, orphan_margin_s=0)
             assert (plan.garbage, plan.orphans, plan.expired_manifests) == ([], [], [])
     elif op == "reload":
         world.store = None
@@ -114,7 +114,7 @@ def check(world: World) -> None:
     checkpoint = world.checkpoint()
     versions = checkpoint.versions()
     assert world.latest in versions or world.latest == 0
-    plan = checkpoint.plan_garbage(len(versions), orphan_margin_s=10**9)
+    plan = gc.plan_garbage(checkpoint, len(versions), orphan_margin_s=10**9)
     index = checkpoint.index()
     live_snapshots = [p for p in index.snapshot_paths() if p not in plan.expired_snapshots]
     needed = {c.file.name for v in versions

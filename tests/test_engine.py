@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from state_store.errors import CorruptFileError, ForeignCheckpointError, VersionNotFoundError
-from state_store.format import records
+from state_store.errors import (
+    CorruptFileError,
+    ForeignCheckpointError,
+    StateStoreError,
+    VersionNotFoundError,
+)
+from state_store.format import gc, records
 from state_store.format.manifest import manifest_path
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
@@ -196,7 +201,7 @@ def test_unreadable_newest_snapshot_falls_back_to_an_older_one(tmp_path: Path) -
     fresh = open_store(tmp_path / "root", tmp_path / "b")
     fresh.load(4)  # snapshot 2 plus changelogs 3 and 4
     assert contents(fresh) == expected[4]
-    assert fresh.snapshots.latest == 2
+    assert fresh.lineage.base_version == 2
 
 
 def test_foreign_provider_files_are_refused(tmp_path: Path) -> None:
@@ -216,9 +221,34 @@ def test_gc_keeps_retained_versions_and_deletes_the_rest(tmp_path: Path) -> None
     store.collect_garbage(min_versions_to_retain=3)
     checkpoint = store.checkpoint
     assert checkpoint.versions() == [7, 8, 9]
-    leftover = checkpoint.plan_garbage(3, orphan_margin_s=0)
+    leftover = gc.plan_garbage(checkpoint, 3, orphan_margin_s=0)
     assert (leftover.garbage, leftover.orphans, leftover.expired_snapshots) == ([], [], [])
     fresh = open_store(tmp_path / "root", tmp_path / "b")
     for v in (7, 8, 9):
         fresh.load(v)
         assert contents(fresh) == expected[v]
+
+
+def test_every_call_is_checked_against_the_stores_state(tmp_path: Path) -> None:
+    """NONE -> load -> CLEAN -> write -> UPDATING -> commit -> CLEAN; abort of writes ->
+    NONE; close -> CLOSED. A call the state does not allow names the state."""
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    for call in (lambda: store.write(put("k", "v")), lambda: store.commit(1),
+                 lambda: store.get("default", b"k")):
+        with pytest.raises(StateStoreError, match="with no version loaded"):
+            call()
+    store.load(0)
+    store.write(put("k", "v"))
+    assert store.state.name == "UPDATING"
+    store.abort()
+    assert store.state.name == "NONE"
+    with pytest.raises(StateStoreError, match="cannot write .*with no version loaded"):
+        store.write(put("k", "v"))
+    store.load(0)
+    store.write(put("k", "v"))
+    assert store.commit(1)["published"]
+    store.abort()  # Spark may abort a store it committed: the version stays loaded
+    assert store.state.name == "CLEAN" and store.get("default", b"k") == b"v"
+    store.close()
+    with pytest.raises(StateStoreError, match="cannot load version 1 with closed"):
+        store.load(1)

@@ -17,6 +17,7 @@ import faulty_fs
 from faulty_fs import FUSE, SimulatedCrash
 from state_store import options as options_mod
 from state_store.errors import OptionError, StateStoreError
+from state_store.format import gc, lineage
 from state_store.format.manifest import Changelog, Manifest
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot, query_dir
@@ -56,10 +57,10 @@ def test_a_reset_query_starts_empty_and_never_adopts_the_old_state(tmp_path: Pat
     fresh.load(1)
     assert contents(fresh) == {b"k9": b"new"}
     # the old query's root is reported, then collected once idle past the margin
-    assert new.checkpoint.stale_queries(time.time() + 1) == [query_dir("old")]
+    assert gc.stale_queries(new.checkpoint, time.time() + 1) == [query_dir("old")]
     report = describe_store(new.checkpoint, retain=10, orphan_margin_s=0)
     assert report.gc_would_delete["stale_queries"] == [query_dir("old")]
-    assert new.checkpoint.stale_queries(time.time() - 3600) == []  # active recently: kept
+    assert gc.stale_queries(new.checkpoint, time.time() - 3600) == []  # active recently: kept
     new.opts = StoreOptions(orphan_margin_seconds=0)
     new.collect_garbage(10)
     assert not (tmp_path / "base" / query_dir("old")).exists()
@@ -73,14 +74,14 @@ def test_catch_up_adopts_the_newer_base_so_chains_stay_contiguous(tmp_path: Path
     for v in range(4):
         run_batch(a, v, "k", f"a{v}")
     a.snapshots.drain()
-    assert a.snapshots.latest == 3
+    assert a.lineage.base_version == 3
     c = query_store(tmp_path / "base", "q", tmp_path / "c", snapshot_interval=3)
     c.load(4)
     c.finish()  # a reader, or an unloaded provider: snapshot 4
     run_batch(c, 4, "c", "1")  # version 5 on base 4
     run_batch(a, 5, "a", "1")  # A catches up from 4 to 5, commits 6
     manifest = a.checkpoint.read_manifest(6)
-    assert manifest.chain_gap() is None
+    assert lineage.chain_gap(manifest) is None
     assert manifest.snapshot_version == 4
     a.collect_garbage(1)  # keeps only what version 6 needs
     fresh = query_store(tmp_path / "base", "q", tmp_path / "f")

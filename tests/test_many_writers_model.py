@@ -19,9 +19,9 @@ Uploads run inline (a synchronous executor) so every interleaving is reproducibl
 What each rule guards (each was checked by removing it, see the closing note of issue 21;
 the catch-up's lineage check keeps a fenced zombie's working copy exact, which no published
 state shows, so test_many_writers.py guards it):
-  Manifest.can_start_from's lineage check   two_attempts, loser_dies_withdrawing
+  lineage.can_start_from's lineage rule     two_attempts, loser_dies_withdrawing
   the catch-up's adoption of a newer base   moves_away_and_back
-  StoreRoot.publish_manifest's chain guard offline_write with a refused snapshot
+  the chain rule, checked at publish        offline_write with a refused snapshot
   run epochs in manifest names              rewind, then run_batch
   the fence of an earlier run's writers     rewind_and_redo (a zombie, clean at a version
                                             the later run replaced, commits on it)
@@ -46,7 +46,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 import faulty_fs
 from faulty_fs import FUSE, SimulatedCrash
 from state_store.errors import StateStoreError, UnsupportedStorageError
-from state_store.format import records
+from state_store.format import gc, lineage, records
 from state_store.format.manifest import file_path
 from state_store.format.records import Op
 from state_store.format.storage import Storage, open_storage
@@ -402,7 +402,7 @@ class ManyWriters(RuleBasedStateMachine):
             return
         checkpoint = self.checkpoint()
         for version in checkpoint.versions():
-            assert checkpoint.read_manifest(version).chain_gap() is None
+            assert lineage.chain_gap(checkpoint.read_manifest(version)) is None
             reader = self.new_store()
             try:
                 reader.load(version)
@@ -417,7 +417,7 @@ class ManyWriters(RuleBasedStateMachine):
             return
         checkpoint = self.checkpoint()
         storage: Storage = checkpoint.storage
-        plan = checkpoint.plan_garbage(len(checkpoint.versions()), orphan_margin_s=10**9)
+        plan = gc.plan_garbage(checkpoint, len(checkpoint.versions()), orphan_margin_s=10**9)
         index = checkpoint.index()
         needed = {c.file.name for v in index.versions()
                   for c in checkpoint.read_manifest(v, index).changelogs}

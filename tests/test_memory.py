@@ -39,15 +39,17 @@ def fill_stores(tmp: Path, memory: RocksMemory | None) -> list[VersionedStore]:
 
 
 def memtable_bytes(stores: list[VersionedStore]) -> int:
-    return sum(s.db.property_int_value("rocksdb.cur-size-all-mem-tables") for s in stores)
+    return sum(s.copy.rocksdb().property_int_value("rocksdb.cur-size-all-mem-tables")
+               for s in stores)
 
 
 def settled(stores: list[VersionedStore]) -> None:
     """Waits until no store has a memtable waiting for or in a flush (a real signal from
     RocksDB, not a time): what the bound must hold in that state is deterministic."""
     deadline = time.monotonic() + 120
-    while any(s.db.property_int_value("rocksdb.num-immutable-mem-table")
-              or s.db.property_int_value("rocksdb.num-running-flushes") for s in stores):
+    while any(s.copy.rocksdb().property_int_value("rocksdb.num-immutable-mem-table")
+              or s.copy.rocksdb().property_int_value("rocksdb.num-running-flushes")
+              for s in stores):
         assert time.monotonic() < deadline, "RocksDB flushes never completed"
         time.sleep(0.01)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from state_store.cli import main
-from state_store.savepoint.sources import absolute_url
+from state_store.format.storage import absolute_url
 from state_store.tools.progress import Progress
 from test_savepoint_crashes import SOURCE_ID, build_source
 

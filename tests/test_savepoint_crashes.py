@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 import faulty_fs
 from faulty_fs import FUSE, dies_during
 from state_store.format.manifest import Owner
+from state_store.format.restores import CLAIM_MARKER, RESTORE_RECORD
 from state_store.format.seeding import apply_seed, trusted_roots
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot, query_dir
 from state_store.savepoint import RestoreError, SourceError, restore, savepoint
-from state_store.savepoint.layout import CLAIM_MARKER, RESTORE_RECORD
 from state_store.savepoint.verify import verify_savepoint
 from test_engine import contents, open_store, put
 

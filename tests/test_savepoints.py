@@ -24,6 +24,7 @@ from harness import (
 )
 from pyrocks_support import pyrocks_conf
 from state_store.cli import main
+from state_store.format import gc
 from state_store.format.manifest import Owner
 from state_store.format.seeding import trusted_roots
 from state_store.format.storage import open_storage
@@ -182,7 +183,7 @@ def test_claim_owns_source_files_and_refuses_a_second_claim(
         for version in durable.versions():
             claimed_logs |= {c.file.name for c in durable.read_manifest(version).changelogs
                              if c.file.owner is Owner.CLAIMED}
-        durable.collect_garbage(1, orphan_margin_s=3600)  # the new query's GC, retaining 1
+        gc.collect_garbage(durable, 1, orphan_margin_s=3600)  # the new query's GC, retaining 1
         for s in durable.snapshot_versions():  # SSTs the live LSM still has stay claimed
             still_claimed |= {f.name for f in durable.read_snapshot(s).files
                               if f.owner is Owner.CLAIMED}

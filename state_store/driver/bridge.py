@@ -1,9 +1,10 @@
-"""Builds the Scala shim (`state_store/shim/`) into a jar, cached by source hash and pyspark
+"""Builds the Scala shim (`jvm-bridge/`) into a jar, cached by source hash and pyspark
 version.
 
-The sources ship inside the package (an installed wheel has them, as a checkout does):
-`shim/common/` for every Spark release, plus, for each concern in `shim/compat/` that Spark
-changed within 4.x, the variant of the installed pyspark's release (`compat_sources`). The
+The sources ship inside the package as `state_store.jvm_bridge` (a wheel, an editable
+install and a checkout find them the same way: `shim_dir`): `common/` for every Spark
+release, plus, for each concern in `compat/` that Spark changed within 4.x, the variant of
+the installed pyspark's release (`compat_sources`; the releases: releases.py). The
 compiler is the one the pyspark wheel ships (`pyspark/jars/scala-compiler-*.jar`), run on
 the JVM already needed for Spark, so building needs neither sbt nor Maven. The build is
 automatic: `jar_path()` builds on first use and reuses the cached jar afterwards. Other
@@ -14,6 +15,7 @@ the pyspark jars plus any `classpath` entries (e.g. the shim jar), which join th
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import os
 import shutil
 import subprocess
@@ -26,10 +28,7 @@ from pathlib import Path
 import pyspark
 
 from ..errors import StateStoreError
-
-SHIM_DIR = Path(__file__).resolve().parent.parent / "shim"
-OLDEST = (4, 0)  # Spark 4.x: Scala 2.13, the provider API with column families
-SUPPORTED = "4.0 to 4.3"  # the releases CI builds and tests the shim on
+from . import releases
 
 
 class ShimBuildError(StateStoreError):
@@ -45,12 +44,18 @@ def cache_dir() -> Path:
     return Path(base or Path.home() / ".cache") / "pyrocks-state-store"
 
 
+def shim_dir() -> Path:
+    """The shim's sources: the package data `state_store.jvm_bridge` (jvm-bridge/ of the
+    project, mapped into the package by pyproject.toml)."""
+    return Path(str(importlib.resources.files("state_store.jvm_bridge")))
+
+
 def compat_sources(version: str = pyspark.__version__) -> list[Path]:
-    """For each concern in `shim/compat/` (a directory of `since-X.Y` variants, each written
+    """For each concern in `compat/` (a directory of `since-X.Y` variants, each written
     for the release where Spark changed it), the newest variant not newer than `version`."""
     release = _release(version)
     chosen = []
-    for concern in sorted(p for p in (SHIM_DIR / "compat").iterdir() if p.is_dir()):
+    for concern in sorted(p for p in (shim_dir() / "compat").iterdir() if p.is_dir()):
         variants = {_release(v.name.removeprefix("since-")): v for v in concern.glob("since-*")}
         since = max(r for r in variants if r <= release)
         chosen.extend(sources(variants[since]))
@@ -58,20 +63,19 @@ def compat_sources(version: str = pyspark.__version__) -> list[Path]:
 
 
 def shim_sources() -> list[Path]:
-    return [*sources(SHIM_DIR / "common"), *compat_sources()]
+    return [*sources(shim_dir() / "common"), *compat_sources()]
 
 
 def _release(version: str) -> tuple[int, int]:
-    """(major, minor) of a Spark 4.x version; anything else is named and refused."""
-    try:
-        major, minor = (int(part) for part in version.split(".")[:2])
-    except ValueError:
-        major, minor = 0, 0
-    if (major, minor) < OLDEST or major != OLDEST[0]:
+    """(major, minor) of a supported release (releases.py); anything else is named and
+    refused."""
+    release = releases.release_of(version)
+    if release is None:
         raise ShimBuildError(
-            f"pyspark {version} is not supported: the shim builds for Spark {SUPPORTED} "
-            "(Spark 4.x, Scala 2.13). Install a pyspark 4.x release.")
-    return major, minor
+            f"pyspark {version} is not supported: the shim builds for Spark "
+            f"{releases.described()} (Spark 4.x, Scala 2.13). Install one of those releases "
+            f"of pyspark ({releases.pyspark_requirement()}).")
+    return release
 
 
 def sources(source_dir: Path) -> list[Path]:

@@ -91,7 +91,7 @@ class SnapshotDescriptor:
     `lineage` names the attempt whose state it captures: the changelog file of its version
     in the manifest that attempt published. Two attempts of one batch write different
     changelogs, so a snapshot of a losing attempt never matches the winner's manifest
-    (see `Manifest.can_start_from`). Its record is named by version and lineage, so the
+    (lineage.can_start_from). Its record is named by version and lineage, so the
     snapshots of two attempts never compete for one name.
     """
 
@@ -129,9 +129,8 @@ class SnapshotDescriptor:
 class Manifest:
     """A committed version: its base snapshot plus the changelogs that follow it.
 
-    Invariant (checked by `chain_gap`, enforced where a manifest is published): the chain
-    holds every version after the base, in order, ending with this version's own changelog;
-    a manifest whose base is its own version holds just its own changelog.
+    Its chain holds every version after the base, in order, ending with this version's own
+    changelog (lineage.py states and enforces the rules a manifest and its snapshots obey).
     """
 
     version: int
@@ -156,28 +155,6 @@ class Manifest:
     def lineage(self) -> str:
         """The attempt that published this version: the name of its own changelog."""
         return self.changelogs[-1].file.name
-
-    def lineage_of(self, version: int) -> str | None:
-        """The lineage a snapshot of `version` must carry to serve this manifest."""
-        if version == self.snapshot_version:
-            return self.base_lineage
-        return next((c.file.name for c in self.changelogs if c.version == version), None)
-
-    def can_start_from(self, snapshot: SnapshotDescriptor) -> bool:
-        """Whether loading this version may start from `snapshot` (then replay the rest)."""
-        base = self.snapshot_version or 0
-        return (base <= snapshot.version <= self.version
-                and snapshot.lineage == self.lineage_of(snapshot.version))
-
-    def chain_gap(self) -> str | None:
-        """What breaks the chain invariant, or None when it holds."""
-        base = self.snapshot_version or 0
-        got = [c.version for c in self.changelogs]
-        want = [self.version] if base == self.version else list(range(base + 1, self.version + 1))
-        if got != want:
-            return (f"version {self.version} on base {self.snapshot_version} needs changelogs "
-                    f"{want}, has {got}")
-        return None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()

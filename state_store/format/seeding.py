@@ -45,7 +45,7 @@ from ..errors import CorruptFileError
 from .manifest import Changelog, FileRef, Manifest, Owner, checked_record, file_path
 from .names import file_name, root_url
 from .storage import Storage
-from .store_root import LoadPlan, StoreRoot, open_root, query_dir
+from .store_root import StoreRoot, open_root, query_dir
 
 SEED_FILE = "_seed.json"
 RESTORED_DIR = "_restored"  # under a rootUrl: no-claim restores' copies, per query
@@ -164,8 +164,8 @@ def copy_version(source: StoreRoot, version: int, target: StoreRoot, claim: bool
     published, and a damaged source file is named; a savepoint copies without reading (its
     records keep every file's checksum, so damage shows when it is verified or restored)."""
     plan = source.plan_load(version)
-    chain = own_chain(plan)
-    files = [*(plan.snapshot.files if plan.snapshot else []), *(c.file for c in chain)]
+    chain = plan.own_chain
+    files = plan.copied_files
     place = _claimer(source) if claim else _copier(source, target, verify)
     placed = _place_all(files, place, on_file)
     snapshot = plan.snapshot
@@ -182,12 +182,6 @@ def copy_version(source: StoreRoot, version: int, target: StoreRoot, claim: bool
     if not target.publish_manifest(manifest):
         target.discard_unpublished([c.file for c in manifest.changelogs])
     return manifest
-
-
-def own_chain(plan: LoadPlan) -> list[Changelog]:
-    """The changelogs a copy of the plan's version keeps: those replayed after its snapshot,
-    or, for a version based on its own snapshot, just its own (manifest.chain_gap)."""
-    return plan.changelogs or [plan.manifest.changelogs[-1]]
 
 
 def _place_all(files: list[FileRef], place: Callable[[FileRef], FileRef],
@@ -240,5 +234,4 @@ def claimed_roots(source: StoreRoot, version: int) -> tuple[str, ...]:
     """Every root a CLAIM of `version` of `source` references: the source's own and those
     its own records name (a source that itself claimed another)."""
     plan = source.plan_load(version)
-    return tuple(sorted({ref.root or source.storage.url
-                         for ref in [*plan.files, *(c.file for c in own_chain(plan))]}))
+    return tuple(sorted({ref.root or source.storage.url for ref in plan.copied_files}))

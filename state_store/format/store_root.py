@@ -1,14 +1,8 @@
-"""Publishing versions and snapshots of one store, reading them back, and collecting garbage.
+"""One store's durable root: its records (manifests, snapshot descriptors) and data files.
 
-Who deletes a file: only `collect_garbage`, and only a file that this store owns (or
-claimed, in a root a restore recorded) and that either (a) was referenced by a record it
-just removed, for falling out of retention or for being superseded by a later run's
-manifest of the same version, and is referenced by no retained record, or (b) is referenced
-by no record at all and entered durable storage before the orphan margin (the leftovers of
-crashed or losing attempts), or (c) belongs to an earlier query of the same checkpoint path
-(a reset checkpoint) that has been idle for the orphan margin. In-flight uploads are younger
-than the margin, so nothing that a commit or upload in progress still needs is touched.
-Another attempt's snapshot is withdrawn only by the attempt that made it, when it lost.
+A root holds manifests/, snapshots/ and files/ (layout: manifest.py). This module lists,
+reads, writes and publishes them; what they mean for a version's history is lineage.py's
+to decide, and which of them may be deleted is gc.py's.
 
 Where a store lives: `<base>/query-<query id>/`. The base is fixed by the checkpoint path
 (and rootUrl); the query id changes when a user resets the checkpoint, so a new query never
@@ -17,21 +11,16 @@ sees, and never adopts, the records of an earlier one.
 
 from __future__ import annotations
 
-import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import fsspec
 
-from ..errors import (
-    CorruptFileError,
-    ForeignCheckpointError,
-    StateStoreError,
-    VersionNotFoundError,
-)
+from ..errors import CorruptFileError, ForeignCheckpointError, VersionNotFoundError
+from . import lineage
+from .lineage import LoadPlan
 from .manifest import (
-    FILES_DIR,
     MANIFEST_DIR,
     SNAPSHOT_DIR,
     Changelog,
@@ -63,21 +52,6 @@ class UploadStats:
 
 
 @dataclass(frozen=True)
-class LoadPlan:
-    """How to rebuild a version: start from `snapshot` (None = empty), replay `changelogs`."""
-
-    manifest: Manifest
-    snapshot: SnapshotDescriptor | None
-    changelogs: list[Changelog]
-
-    @property
-    def files(self) -> list[FileRef]:
-        """Every file the plan reads: the snapshot's, then the changelogs'."""
-        return [*(self.snapshot.files if self.snapshot else []),
-                *(c.file for c in self.changelogs)]
-
-
-@dataclass(frozen=True)
 class RecordIndex:
     """One listing of a store root's records: which versions exist, under which run epochs,
     and which snapshots. A version is its manifest of the highest epoch (manifest.py); the
@@ -103,21 +77,6 @@ class RecordIndex:
         return [path for v in sorted(self.snapshots, reverse=True)
                 if low <= v and (high is None or v <= high)
                 for path in self.snapshots[v].values()]
-
-
-@dataclass
-class GcPlan:
-    expired_manifests: list[int] = field(default_factory=list)  # versions out of retention
-    superseded_manifests: list[str] = field(default_factory=list)  # record paths
-    expired_snapshots: list[str] = field(default_factory=list)  # record paths
-    records: list[str] = field(default_factory=list)  # every record path the plan removes
-    garbage: list[FileRef] = field(default_factory=list)  # files no retained record needs
-    orphans: list[str] = field(default_factory=list)  # paths relative to the store root
-    stale_queries: list[str] = field(default_factory=list)  # query dirs beside this one
-
-    @property
-    def files_deleted(self) -> int:
-        return len(self.garbage) + len(self.orphans)
 
 
 class StoreRoot:
@@ -222,12 +181,25 @@ class StoreRoot:
         index = self.index()
         manifest = self.read_manifest(version, index) if version in index.manifests else None
         found = [self.read_snapshot_at(p) for p in index.snapshot_paths(version, version)]
-        serving = [s for s in found if manifest is None or manifest.lineage_of(version)
-                   == s.lineage]
+        serving = [s for s in found if manifest is None
+                   or lineage.lineage_of(manifest, version) == s.lineage]
         if not serving:
             raise CorruptFileError(f"no snapshot of version {version} of {self.store_name} "
                                    f"serves its committed manifest at {self.storage.url}")
         return serving[0]
+
+    def snapshots_between(self, low: int, high: int, index: RecordIndex | None = None,
+                          unreadable: list[str] | None = None) -> list[SnapshotDescriptor]:
+        """The readable snapshots of versions low..high, newest first; why each other one
+        could not be read goes to `unreadable` (deleted by GC meanwhile, or damaged)."""
+        found = []
+        for path in (index or self.index()).snapshot_paths(low, high):
+            try:
+                found.append(self.read_snapshot_at(path))
+            except CorruptFileError as e:
+                if unreadable is not None:
+                    unreadable.append(str(e))
+        return found
 
     def base_snapshot(self, manifest: Manifest,
                       index: RecordIndex | None = None) -> SnapshotDescriptor | None:
@@ -235,14 +207,13 @@ class StoreRoot:
         if manifest.snapshot_version is None:
             return None
         version = manifest.snapshot_version
-        for path in (index or self.index()).snapshot_paths(version, version):
-            snapshot = self._snapshot_if_readable(path)
-            if snapshot is not None and snapshot.lineage == manifest.base_lineage:
-                return snapshot
-        raise CorruptFileError(
-            f"the base of version {manifest.version} of {self.store_name}, a snapshot of "
-            f"version {version} of lineage {manifest.base_lineage}, is missing or unreadable "
-            f"at {self.storage.url}")
+        base = lineage.base_of(manifest, self.snapshots_between(version, version, index))
+        if base is None:
+            raise CorruptFileError(
+                f"the base of version {manifest.version} of {self.store_name}, a snapshot of "
+                f"version {version} of lineage {manifest.base_lineage}, is missing or "
+                f"unreadable at {self.storage.url}")
+        return base
 
     def _missing(self, version: int) -> Exception:
         available = self.versions()
@@ -270,50 +241,34 @@ class StoreRoot:
         return self.load_plans(version, index)[0]
 
     def load_plans(self, version: int, index: RecordIndex | None = None) -> list[LoadPlan]:
-        """Every way to rebuild `version`, cheapest first: each published snapshot that may
-        serve its manifest (same lineage, not before its base), newest first, then none at
-        all if the base is the empty store. A loader falls back along this list when a
-        snapshot turns out unreadable."""
+        """Every way to rebuild `version`, cheapest first (lineage.load_plans)."""
         index = index or self.index()
         manifest = self.read_manifest(version, index)
-        base = manifest.snapshot_version or 0
-        plans, unreadable = [], []
-        for path in index.snapshot_paths(base, version):
-            try:
-                snapshot = self.read_snapshot_at(path)
-            except CorruptFileError as e:  # deleted by GC meanwhile, or damaged
-                unreadable.append(str(e))
-                continue
-            if manifest.can_start_from(snapshot):
-                plans.append(LoadPlan(manifest, snapshot,
-                                      manifest.changelogs_after(snapshot.version)))
-        if manifest.snapshot_version is None:
-            plans.append(LoadPlan(manifest, None, manifest.changelogs))
-        if not plans:
-            raise CorruptFileError(
-                f"version {version} of {self.store_name} cannot be loaded: no readable "
-                f"snapshot of version {base} of lineage {manifest.base_lineage} (its base) is "
-                f"at {self.storage.url}" + "".join(f"; {e}" for e in unreadable))
-        return plans
+        unreadable: list[str] = []
+        candidates = self.snapshots_between(manifest.snapshot_version or 0, version, index,
+                                            unreadable)
+        where = f"{self.store_name} at {self.storage.url}"
+        return lineage.load_plans(manifest, candidates, where, unreadable)
 
     def plan_from_snapshot(self, snapshot_version: int, version: int) -> LoadPlan:
         """Rebuilding `version` from the snapshot of `snapshot_version` and every later
-        version's own changelog, whatever newer snapshots exist (Spark's
-        replayStateFromSnapshot: a reader that distrusts them)."""
+        version's own changelog, whatever newer snapshots exist (lineage.replay_plan)."""
         if not 0 < snapshot_version <= version:
-            raise StateStoreError(f"{self.store_name}: cannot replay version {version} from a "
-                                  f"snapshot of version {snapshot_version}")
+            raise VersionNotFoundError(f"{self.store_name}: cannot replay version {version} "
+                                       f"from a snapshot of version {snapshot_version}")
         index = self.index()
-        committed = self.read_manifest(snapshot_version, index)
-        for path in index.snapshot_paths(snapshot_version, snapshot_version):
-            snapshot = self.read_snapshot_at(path)  # names the file if it is unreadable
-            if committed.can_start_from(snapshot):
-                return LoadPlan(self.read_manifest(version, index), snapshot,
-                                [self.own_changelog(v, index)
-                                 for v in range(snapshot_version + 1, version + 1)])
-        raise CorruptFileError(
-            f"no snapshot of version {snapshot_version} of {self.store_name} holds its "
-            "committed state (none was published, or only by attempts whose version was not)")
+        at_snapshot = self.read_manifest(snapshot_version, index)
+        serving = [s for s in self.snapshots_between(snapshot_version, snapshot_version, index)
+                   if lineage.can_start_from(at_snapshot, s)]
+        if not serving:
+            raise CorruptFileError(
+                f"no snapshot of version {snapshot_version} of {self.store_name} holds its "
+                "committed state (none was published, or only by attempts whose version was "
+                "not)")
+        changelogs = [self.own_changelog(v, index) for v in range(snapshot_version + 1,
+                                                                  version + 1)]
+        return lineage.replay_plan(at_snapshot, serving[0], self.read_manifest(version, index),
+                                   changelogs, self.store_name)
 
     def own_changelog(self, version: int, index: RecordIndex | None = None) -> Changelog:
         """The changes `version` made: the last changelog of its manifest (manifest.py)."""
@@ -322,12 +277,6 @@ class StoreRoot:
             raise CorruptFileError(f"the manifest of version {version} of {self.store_name} "
                                    f"ends with the changelog of version {own.version}")
         return own
-
-    def _snapshot_if_readable(self, path: str) -> SnapshotDescriptor | None:
-        try:
-            return self.read_snapshot_at(path)
-        except CorruptFileError:
-            return None  # deleted by GC meanwhile, or damaged: another plan may serve
 
     # ---- writing records ----------------------------------------------------------------
 
@@ -370,15 +319,9 @@ class StoreRoot:
 
     def publish_manifest(self, manifest: Manifest) -> bool:
         """Makes the version visible; False if another attempt of the same run published it
-        first (a later run's publish of the same version supersedes it: manifest.py).
-
-        A manifest whose chain is not contiguous from its base would make its version (and
-        every later one) unloadable once GC removes what it skipped: never published.
-        """
-        gap = manifest.chain_gap()
-        if gap is not None:
-            raise StateStoreError(f"refusing to publish a broken manifest of {self.store_name}: "
-                                  f"{gap}")
+        first (a later run's publish of the same version supersedes it: manifest.py). A
+        manifest that breaks the chain rule is never published (lineage.check_chain)."""
+        lineage.check_chain(manifest, self.store_name)
         return self.storage.publish(manifest.path, manifest.to_json())
 
     def publish_snapshot(self, descriptor: SnapshotDescriptor) -> bool:
@@ -394,8 +337,7 @@ class StoreRoot:
         """Removes a snapshot an attempt published before losing its version: its lineage is
         that attempt's, so no published manifest can start from it. The record goes first,
         then its own files (those in `kept` belong to an earlier snapshot too)."""
-        self.storage.delete(descriptor.path)
-        self._records.pop(descriptor.path, None)
+        self.forget(descriptor.path)
         self.discard_unpublished([f for f in descriptor.files if f.name not in kept])
 
     # ---- reading data -------------------------------------------------------------------
@@ -413,126 +355,22 @@ class StoreRoot:
                 file_path(ref.name), target / (ref.local_name or ref.name), ref.written, what
             )
 
-    # ---- the shared-file registry and garbage collection -----------------------------------
-
-    def plan_garbage(self, min_versions_to_retain: int, orphan_margin_s: float) -> GcPlan:
-        """What `collect_garbage` would delete now (also the dry run of `state-store inspect`)."""
-        index = self.index()
-        versions = index.versions()
-        retained = versions[-min_versions_to_retain:] if min_versions_to_retain > 0 else versions
-        manifests = [self.read_manifest(v, index) for v in retained]
-        plan = GcPlan(expired_manifests=[v for v in versions if v not in retained],
-                      superseded_manifests=index.superseded())
-        keep_snapshots = []
-        for path in index.snapshot_paths():
-            if self._snapshot_needed(path, manifests):
-                keep_snapshots.append(path)
-            else:
-                plan.expired_snapshots.append(path)
-        expired_records = [index.manifests[v][e] for v in plan.expired_manifests
-                           for e in index.manifests[v]]
-        plan.records = [*expired_records, *plan.superseded_manifests, *plan.expired_snapshots]
-        live = self._files_of([m.path for m in manifests], keep_snapshots)
-        expired = self._files_of([*expired_records, *plan.superseded_manifests],
-                                 plan.expired_snapshots)
-        plan.garbage = sorted((f for f in expired.values()
-                               if f.name not in live and self._deletable(f)),
-                              key=lambda f: f.name)
-        known = set(live) | set(expired)
-        cutoff = time.time() - orphan_margin_s
-        plan.orphans = self._orphans(known, cutoff)
-        plan.stale_queries = self.stale_queries(cutoff)
-        return plan
-
-    def _deletable(self, ref: FileRef) -> bool:
-        """GC deletes only in roots it owns or claimed: our own files, and files a CLAIM
-        restore took over from a root it recorded; never a SHARED (read-only) one."""
-        if ref.owner is Owner.OWNED:
-            return not ref.root
-        return ref.owner is Owner.CLAIMED and ref.root in self.trusted_roots
-
-    def _snapshot_needed(self, path: str, retained: list[Manifest]) -> bool:
-        """A snapshot stays while a retained version may start from it, or while it may be
-        the base of a version still being committed (newer than every retained one)."""
-        snapshot = self._snapshot_if_readable(path)
-        if snapshot is None:
-            return True  # unreadable: what it references is unknown, so keep deciding nothing
-        if not retained or snapshot.version > retained[-1].version:
-            return True
-        return any(m.can_start_from(snapshot) for m in retained)
-
-    def stale_queries(self, idle_before: float) -> list[str]:
-        """Roots of earlier queries of this checkpoint path (it was reset), idle since before
-        `idle_before`: nothing of them is ever read again."""
-        if self.base is None:
-            return []
-        own = self.storage.path("").rstrip("/").rsplit("/", 1)[-1]
-        stale = []
-        for name in self.base.list_dirs(""):
-            if (name.startswith(QUERY_DIR_PREFIX) and name != own
-                    and self.last_activity(self.base.child(name)) < idle_before):
-                stale.append(name)
-        return stale
-
-    @staticmethod
-    def last_activity(root: Storage) -> float:
-        """When a store root last gained a record (or, with none, a file)."""
-        times = [t for d in (MANIFEST_DIR, SNAPSHOT_DIR) for t in root.list_entered(d).values()]
-        return max(times or root.list_entered(FILES_DIR).values() or [0.0])
-
-    @staticmethod
-    def last_commit(root: Storage) -> float:
-        """When a store root last gained a version. Only a running query commits, while a
-        stopped one may still publish final snapshots: of the queries of one checkpoint
-        path, the one that committed last is the current one."""
-        return max(root.list_entered(MANIFEST_DIR).values(), default=0.0)
-
-    def collect_garbage(self, min_versions_to_retain: int, orphan_margin_s: float) -> GcPlan:
-        plan = self.plan_garbage(min_versions_to_retain, orphan_margin_s)
-        # Records first: a crash after this leaks files (later orphans), never breaks a record.
-        for path in plan.records:
-            self.storage.delete(path)
-            self._records.pop(path, None)
-        for ref in plan.garbage:
-            self.storage_of(ref).delete(file_path(ref.name))
-        for rel in plan.orphans:
-            self.storage.delete(rel)
-        for name in plan.stale_queries:
-            assert self.base is not None
-            self.base.delete_tree(name)
-        return plan
-
-    def _files_of(self, manifests: list[str], snapshots: list[str]) -> dict[str, FileRef]:
-        files: dict[str, FileRef] = {}
-        for path in manifests:
-            manifest = self._manifest_if_readable(path)
-            if manifest is not None:
-                files.update((c.file.name, c.file) for c in manifest.changelogs)
-        for path in snapshots:
-            snapshot = self._snapshot_if_readable(path)
-            if snapshot is not None:
-                files.update((f.name, f) for f in snapshot.files)
-        return files
-
-    def _manifest_if_readable(self, path: str) -> Manifest | None:
+    def manifest_if_readable(self, path: str) -> Manifest | None:
         try:
             return self.read_manifest_at(path)
         except CorruptFileError:
-            return None  # its files are unknown: orphan collection judges them by age
+            return None
 
-    def _orphans(self, referenced: set[str], older_than: float) -> list[str]:
-        """Our files no record names, and interrupted publishes, written before the cutoff."""
-        orphans = [
-            f"{FILES_DIR}/{name}" for name, mtime in self.storage.list_entered(FILES_DIR).items()
-            if name not in referenced and mtime < older_than
-        ]
-        for directory in (MANIFEST_DIR, SNAPSHOT_DIR):
-            orphans += [
-                f"{directory}/{name}"
-                for name, mtime in self.storage.list_entered(directory).items()
-                if name.endswith(".tmp") and mtime < older_than
-            ]
-        return sorted(orphans)
+    def snapshot_if_readable(self, path: str) -> SnapshotDescriptor | None:
+        try:
+            return self.read_snapshot_at(path)
+        except CorruptFileError:
+            return None
+
+    def forget(self, path: str) -> None:
+        """Deletes a record (GC's), dropping it from the parsed records."""
+        self.storage.delete(path)
+        self._records.pop(path, None)
 
 
 def open_root(url: str, like: Storage) -> Storage:

@@ -20,25 +20,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..errors import ForeignCheckpointError, is_transient
-from ..format.seeding import trusted_roots
-from ..format.storage import Storage, open_storage
+from ..format import gc
+from ..format.dependencies import depends_on
+from ..format.restores import CLAIM_RELEASE, RESTORE_RECORD, ClaimRelease, RestoreRecord, read_claim
+from ..format.seeding import CLAIM, trusted_roots
+from ..format.spark_checkpoint import METADATA, STATE, SparkCheckpoint, stores_under_root
+from ..format.storage import Storage, absolute_url, open_storage
 from ..format.store_root import StoreRoot
 from ..options import ORPHAN_MARGIN_MIN_S
-from ..savepoint.layout import (
-    CLAIM_RELEASE,
-    RESTORE_RECORD,
-    ClaimRelease,
-    RestoreRecord,
-    read_claim,
-)
-from ..savepoint.sources import (
-    METADATA,
-    STATE,
-    SparkCheckpoint,
-    absolute_url,
-    stores_under_root,
-)
-from ..tools.inspect import describe_location
 from .record import QueryResult
 
 log = logging.getLogger("state_store.results")
@@ -124,8 +113,8 @@ def collect_garbage(result: QueryResult, access: StateAccess) -> int:
     for key, root in sorted(stores.items()):
         trusted = trusted_roots(checkpoint.child(f"{STATE}/{key}"), query_id)
         store = StoreRoot(root, f"store {key} of {result.checkpoint}", trusted_roots=trusted)
-        plan = store.collect_garbage(result.retain,
-                                     max(result.orphan_margin_s, ORPHAN_MARGIN_MIN_S))
+        plan = gc.collect_garbage(store, result.retain,
+                                  max(result.orphan_margin_s, ORPHAN_MARGIN_MIN_S))
         deleted += plan.files_deleted
     return deleted
 
@@ -138,12 +127,11 @@ def release_claim(result: QueryResult, access: StateAccess) -> bool:
     if data is None:
         return False
     record = RestoreRecord.from_json(data, f"{checkpoint.url}/{RESTORE_RECORD}")
-    if record.mode != "claim":
+    if record.mode != CLAIM:
         return False
     state_root = open_storage(result.state_root, access.root_options) \
         if result.state_root else None
-    report = describe_location(checkpoint, result.retain, ORPHAN_MARGIN_MIN_S, state_root)
-    if record.source in report.depends_on:
+    if record.source in depends_on(checkpoint, state_root):
         return False
     source = open_storage(record.source, access.checkpoint_options)
     source.publish(CLAIM_RELEASE, ClaimRelease(record.query_id, checkpoint.url).to_json())

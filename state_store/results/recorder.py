@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..format.storage import open_storage
-from ..savepoint.sources import SparkCheckpoint, absolute_url
+from ..format.spark_checkpoint import SparkCheckpoint
+from ..format.storage import absolute_url, open_storage
 from .cleanup import Backoff, StateAccess, clean_up, with_backoff
 from .record import QueryResult
 from .store import FileSystemResultStore, RunAlreadyRecordedError

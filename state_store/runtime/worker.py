@@ -23,10 +23,11 @@ from pathlib import Path
 
 from .. import options as options_mod
 from ..errors import ClaimedCheckpointError, ProtocolError
+from ..format.restores import ClaimMarker, claimed_by_other, describe_claim
 from ..format.seeding import apply_seed, read_seed, staged_path
+from ..format.spark_checkpoint import STATE
 from ..format.storage import Storage, open_storage
 from ..format.store_root import StoreRoot, query_dir
-from ..savepoint.layout import ClaimMarker, read_claim
 from .engine import VersionedStore
 from .memory import RocksMemory
 from .protocol import (
@@ -274,12 +275,13 @@ class Session:
                 "memory_bytes": store.memory_bytes(), "upload_lag_versions": store.upload_lag()}
 
 
+def _checkpoint_of(location: Storage) -> Storage:
+    """The checkpoint holding `location`, a store's place under `<checkpoint>/state/`."""
+    return open_storage(location.url.rsplit(f"/{STATE}/", 1)[0], location.options)
+
+
 def _claimed_by_other(location: Storage, query_id: str) -> ClaimMarker | None:
-    """The claim marker of the checkpoint holding `location` (a store's place under
-    `<checkpoint>/state/`) if a restore of another query claimed it."""
-    checkpoint = location.url.rsplit("/state/", 1)[0]
-    claim = read_claim(open_storage(checkpoint, location.options))
-    return claim if claim is not None and claim.query_id != query_id else None
+    return claimed_by_other(_checkpoint_of(location), query_id)
 
 
 def _refuse_claimed(location: Storage, query_id: str) -> None:
@@ -288,11 +290,9 @@ def _refuse_claimed(location: Storage, query_id: str) -> None:
     claim = _claimed_by_other(location, query_id)
     if claim is not None:
         raise ClaimedCheckpointError(
-            f"the state of checkpoint {location.url.rsplit('/state/', 1)[0]} was claimed by "
-            f"query {claim.query_id} "
-            f"(restored into {claim.checkpoint} at batch {claim.batch}, {claim.claimed_at}) "
-            "and belongs to that query now: running this query would delete its files. Run "
-            "the restored query, or restore this one anew from a savepoint of it.")
+            f"{describe_claim(_checkpoint_of(location).url, claim)}: running this query would "
+            "delete them. Run the restored query, or restore this one anew from a savepoint "
+            "of it.")
 
 
 def _split_cf(body: bytes, offset: int) -> tuple[str, bytes]:

@@ -8,22 +8,27 @@
     savepoint("/ckpt/orders", "/sp/orders", format="canonical")   # any provider, as Parquet
     restore("/sp/orders", "/ckpt/orders-8", partitions=8)          # rescaled, onto this store
 
-  layout.py             the savepoint directory and the records of savepoints, claims, restores
+  api.py                `savepoint` and `restore`: native or canonical
+  layout.py             the savepoint directory and its records (descriptor, SavepointInfo)
   sources.py            reading a Spark checkpoint or a savepoint as the source of either
-  take.py               taking a savepoint (native; dispatches canonical)
-  restore.py            restoring, with CLAIM / NO_CLAIM (native; dispatches canonical)
+  target.py             writing a new savepoint directory or a new checkpoint
+  take.py               taking a native savepoint
+  restore.py            restoring a native savepoint or a checkpoint, CLAIM or NO_CLAIM
   canonical.py          taking a canonical savepoint through Spark's state data source
   canonical_restore.py  restoring one: the new batch N + 1, stores written through a provider
   routing.py            which key columns Spark partitions each operator's state by
   stop.py               stop-with-savepoint
-  verify.py             checking a savepoint, and what a restored checkpoint still depends on
+  verify.py             checking a savepoint's every file
+
+The records a restore leaves in checkpoints (restore record, claim marker) are the durable
+format's (format/restores.py); so is Spark's own layout (format/spark_checkpoint.py).
 """
 
+from ..format.spark_checkpoint import SourceError
+from .api import restore, savepoint
 from .layout import RestoreInfo, SavepointDescriptor, SavepointInfo
-from .restore import RestoreError, restore
-from .sources import SourceError
 from .stop import StopWithSavepointError, stop_with_savepoint
-from .take import SavepointError, savepoint
+from .target import RestoreError, SavepointError
 
 __all__ = ["RestoreError", "RestoreInfo", "SavepointDescriptor", "SavepointError",
            "SavepointInfo", "SourceError", "StopWithSavepointError", "restore", "savepoint",

@@ -17,8 +17,9 @@ import dataclasses
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ..format.storage import Storage, checksum, format_checksum, open_storage
-from ..spark import PROVIDER_KEY
+from ..driver.classes import PROVIDER_KEY, SPARK_HDFS
+from ..format.spark_checkpoint import METADATA, SourceError, SparkCheckpoint
+from ..format.storage import Storage, absolute_url, checksum, format_checksum, open_storage
 from .layout import (
     CANONICAL,
     DESCRIPTOR,
@@ -28,11 +29,9 @@ from .layout import (
     SavepointInfo,
 )
 from .routing import route_columns
-from .sources import METADATA, SourceError, SparkCheckpoint, absolute_url
-from .take import copy_spark_files, publish_descriptor, require_empty
+from .target import copy_spark_files, open_savepoint_target, publish_descriptor
 
 PARTITIONS_CONF = "spark.sql.shuffle.partitions"
-HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
 def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
@@ -51,11 +50,8 @@ def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
     # The last committed batch, as a native savepoint takes: a query stopped while a trigger
     # ran has offsets of a batch it never committed, which its restart (not this) redoes.
     batch = logs.committed_batch(batch)
-    target = absolute_url(target)
-    out = open_storage(target, target_options if target_options is not None
-                       else storage_options)
-    require_empty(out)
-    out.verify_publish()
+    out = open_savepoint_target(target, target_options if target_options is not None
+                                else storage_options)
     spark_files = [METADATA, *logs.batch_logs(batch), *logs.spark_state_metadata()]
     operators = _operators(spark, url, batch)
     files = copy_spark_files(lambda rel: storage.read(rel, f"Spark file {rel} of {url}"),
@@ -70,7 +66,7 @@ def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
         operators=sorted({s.operator for s in stores}),
         partitions={str(s.operator): s.partitions for s in stores},
         stores=[f"{s.operator}/{s.store_name}" for s in stores],
-        provider=logs.batch_conf(batch).get(PROVIDER_KEY, HDFS_PROVIDER), files=files,
+        provider=logs.batch_conf(batch).get(PROVIDER_KEY, SPARK_HDFS), files=files,
         format=CANONICAL, canonical_stores=stores)
     return publish_descriptor(out, descriptor)
 

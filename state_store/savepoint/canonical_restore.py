@@ -20,35 +20,22 @@ same restore completes it.
 from __future__ import annotations
 
 import json
-import uuid
 
 from py4j.java_gateway import JavaClass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ..format.storage import Storage, open_storage
-from ..spark import PROVIDER_KEY
+from ..driver.classes import PROVIDER_CLASS, PROVIDER_KEY, SPARK_ROCKSDB
+from ..format.spark_checkpoint import COMMITS, METADATA, OFFSETS, STATE, SparkCheckpoint
+from ..format.storage import Storage, absolute_url, open_storage
 from .canonical import PARTITIONS_CONF
-from .layout import (
-    CHECKPOINT_DIR,
-    RESTORE_RECORD,
-    CanonicalStore,
-    RestoreInfo,
-    RestoreRecord,
-    SavepointDescriptor,
-)
-from .restore import RestoreError, put
-from .sources import COMMITS, METADATA, OFFSETS, STATE, SparkCheckpoint, absolute_url
-
-SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-
+from .layout import CHECKPOINT_DIR, CanonicalStore, RestoreInfo, SavepointDescriptor
+from .target import RestoreError, interrupted_restore, put, start_restore
 
 
 def target_providers() -> dict[str, str]:
     """What a canonical savepoint restores onto, by the name users pass."""
-    from ..spark import PROVIDER_CLASS
-
     return {"pyrocks": PROVIDER_CLASS, "rocksdb": SPARK_ROCKSDB}
 
 
@@ -87,7 +74,9 @@ def restore_canonical(spark: SparkSession, savepoint: Storage, descriptor: Savep
     target = absolute_url(new_checkpoint)
     out = open_storage(target, target_options)
     mode = f"canonical:{provider}:{count}"
-    record = _resume_or_start(out, savepoint.url, batch, mode)
+    written_last = f"{COMMITS}/{batch + 1}"
+    record = interrupted_restore(out, savepoint.url, batch, mode, written_last) \
+        or start_restore(out, savepoint.url, batch, mode)
     for rel, data in spark_files.items():
         if rel == METADATA:
             continue  # the query id: a new one
@@ -98,7 +87,7 @@ def restore_canonical(spark: SparkSession, savepoint: Storage, descriptor: Savep
                                                      count))
     for store in descriptor.canonical_stores:
         _write_store(spark, savepoint, store, target, batch + 2, count, providers[provider])
-    put(out, f"{COMMITS}/{batch + 1}", spark_files[f"{COMMITS}/{batch}"])
+    put(out, written_last, spark_files[f"{COMMITS}/{batch}"])
     return RestoreInfo(target, record.query_id, savepoint.url, batch, mode,
                        len(descriptor.canonical_stores) * count)
 
@@ -113,28 +102,6 @@ def _partition_count(current: int, requested: int | None) -> int:
         raise RestoreError(f"the savepoint already has {current} partitions "
                            f"({PARTITIONS_CONF}); omit --partitions to keep them")
     return requested
-
-
-def _resume_or_start(out: Storage, source: str, batch: int, mode: str) -> RestoreRecord:
-    """This restore's record: a new one in an empty directory, or that of an interrupted run
-    of the same restore (same source, batch, provider and count), which this run completes."""
-    data = out.read_if_exists(RESTORE_RECORD)
-    if data is None:
-        if out.list_names("") or out.list_dirs(""):
-            raise RestoreError(f"{out.url} is not empty; restore into a new directory")
-        record = RestoreRecord(str(uuid.uuid4()), source, batch, mode)
-        if not out.publish(RESTORE_RECORD, record.to_json()):
-            raise RestoreError(f"another restore into {out.url} started at the same time")
-        return record
-    earlier = RestoreRecord.from_json(data, f"{out.url}/{RESTORE_RECORD}")
-    if (earlier.source, earlier.batch, earlier.mode) != (source, batch, mode):
-        raise RestoreError(
-            f"{out.url} holds a restore of {earlier.source} batch {earlier.batch} "
-            f"({earlier.mode}); rerun that restore, or delete {out.url}")
-    if out.read_if_exists(f"{COMMITS}/{batch + 1}") is not None:
-        raise RestoreError(f"{out.url} is already a complete restore of {source}; restore "
-                           "into a new directory")
-    return earlier
 
 
 def _next_offsets(offsets: bytes, recorded: dict[str, str], provider_class: str,

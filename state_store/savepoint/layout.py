@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 
 from ..errors import CorruptFileError
 from ..format.manifest import checked_record
 from ..format.names import file_name, relative_path, root_url
-from ..format.storage import Storage, Written
+from ..format.restores import now_iso
+from ..format.storage import Written
 
 DESCRIPTOR = "_savepoint.json"
-CLAIM_MARKER = "_claimed.json"
-CLAIM_RELEASE = "_claim_released.json"  # the claimer no longer needs any file of the source
-RESTORE_RECORD = "_restore.json"
 CHECKPOINT_DIR = "checkpoint"
 STORES_DIR = "stores"
 CANONICAL_DIR = "canonical"
@@ -42,10 +39,6 @@ FORMAT_VERSION = 1
 NATIVE = "native"
 CANONICAL = "canonical"
 FORMATS = (NATIVE, CANONICAL)
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -137,90 +130,6 @@ class SavepointDescriptor:
     def written(self) -> dict[str, Written]:
         """What each file must read back as, by its path in the savepoint."""
         return {f.path: f.written for f in self.files}
-
-
-@dataclass(frozen=True)
-class ClaimMarker:
-    """Published in a source when a CLAIM restore takes its files over."""
-
-    query_id: str  # the claiming (restored) query
-    checkpoint: str  # where it runs
-    batch: int
-    claimed_at: str = field(default_factory=now_iso)
-    format_version: int = FORMAT_VERSION
-    kind: str = "pyrocks-claim"
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
-
-    @staticmethod
-    def from_json(data: bytes, where: str) -> ClaimMarker:
-        raw = checked_record(data, where, "pyrocks-claim", FORMAT_VERSION)
-        try:
-            return ClaimMarker(file_name(raw["query_id"], where, "query_id"),
-                               root_url(raw["checkpoint"], where, "checkpoint"),
-                               int(raw["batch"]), str(raw["claimed_at"]))
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptFileError(f"{where} is not a valid claim marker: {e!r}") from e
-
-
-@dataclass(frozen=True)
-class ClaimRelease:
-    """Published in a claimed source once no retained version of the claiming query uses
-    any of its files: what remains of the source may be deleted. The claim stays (the
-    source's own query must never run again: its claimed files are gone)."""
-
-    query_id: str  # the claiming query
-    checkpoint: str
-    released_at: str = field(default_factory=now_iso)
-    format_version: int = FORMAT_VERSION
-    kind: str = "pyrocks-claim-release"
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
-
-    @staticmethod
-    def from_json(data: bytes, where: str) -> ClaimRelease:
-        raw = checked_record(data, where, "pyrocks-claim-release", FORMAT_VERSION)
-        try:
-            return ClaimRelease(file_name(raw["query_id"], where, "query_id"),
-                                root_url(raw["checkpoint"], where, "checkpoint"),
-                                str(raw["released_at"]))
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptFileError(f"{where} is not a valid claim release: {e!r}") from e
-
-
-def read_claim(storage: Storage) -> ClaimMarker | None:
-    """The claim marker of a savepoint or checkpoint directory, if it was claimed."""
-    data = storage.read_if_exists(CLAIM_MARKER)
-    return None if data is None else ClaimMarker.from_json(data, f"{storage.url}/{CLAIM_MARKER}")
-
-
-@dataclass(frozen=True)
-class RestoreRecord:
-    """Written first into a restored checkpoint: a rerun of an interrupted restore
-    resumes it (same query id) instead of starting a second one."""
-
-    query_id: str
-    source: str
-    batch: int
-    mode: str
-    created_at: str = field(default_factory=now_iso)
-    format_version: int = FORMAT_VERSION
-    kind: str = "pyrocks-restore"
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
-
-    @staticmethod
-    def from_json(data: bytes, where: str) -> RestoreRecord:
-        raw = checked_record(data, where, "pyrocks-restore", FORMAT_VERSION)
-        try:
-            return RestoreRecord(file_name(raw["query_id"], where, "query_id"),
-                                 root_url(raw["source"], where, "source"), int(raw["batch"]),
-                                 str(raw["mode"]), str(raw["created_at"]))
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptFileError(f"{where} is not a valid restore record: {e!r}") from e
 
 
 @dataclass(frozen=True)

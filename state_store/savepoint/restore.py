@@ -26,88 +26,64 @@ version. Before the claim marker nothing of the source is touched.
 from __future__ import annotations
 
 import json
-import uuid
-from typing import Any
 
-from ..errors import StateStoreError
 from ..format.manifest import file_path
-from ..format.seeding import CLAIM, MODES, NO_CLAIM, Seed, claimed_roots, copy_version, staged_path
-from ..format.storage import Storage, open_storage
-from ..format.store_root import StoreRoot, query_dir
-from .layout import (
-    CANONICAL,
+from ..format.restores import (
     CLAIM_MARKER,
-    DESCRIPTOR,
-    RESTORE_RECORD,
     ClaimMarker,
-    RestoreInfo,
     RestoreRecord,
-    SavepointDescriptor,
+    claimed_by_other,
+    describe_claim,
 )
-from .sources import METADATA, STATE, Source, absolute_url, open_source, store_location_key
+from ..format.seeding import (
+    CLAIM,
+    NO_CLAIM,
+    SEED_FILE,
+    Seed,
+    claimed_roots,
+    copy_version,
+    staged_path,
+)
+from ..format.spark_checkpoint import METADATA, STATE, store_location
+from ..format.storage import Storage, absolute_url, open_storage
+from ..format.store_root import StoreRoot, query_dir
+from .layout import RestoreInfo
+from .sources import Source, open_source
+from .target import RestoreError, interrupted_restore, put, start_restore
 
 
-class RestoreError(StateStoreError):
-    """A restore was refused or could not complete; the error says whether to rerun it."""
-
-
-def restore(source: str, new_checkpoint: str, mode: str = NO_CLAIM, batch: int | None = None,
-            *, storage_options: dict | None = None, target_options: dict | None = None,
-            root_url: str | None = None, root_options: dict | None = None,
-            target_root_url: str | None = None, target_root_options: dict | None = None,
-            partitions: int | None = None, provider: str = "pyrocks",
-            spark: Any = None) -> RestoreInfo:
-    """Makes `new_checkpoint` a checkpoint that resumes `source` after its batch `batch`
-    (a savepoint's batch, or a committed batch of a checkpoint; default: the latest).
-
-    `root_url`/`root_options` locate the source's state if its query kept it under a
-    rootUrl; `target_root_url`/`target_root_options` name the rootUrl the restored query
-    will run with, so that a no-claim restore copies each store on that filesystem (e.g.
-    server-side on S3) rather than into the checkpoint.
-
-    A canonical savepoint is written into stores by a Spark job (`spark`, else the active
-    session, else a local one): onto `provider` "pyrocks" (this store) or "rocksdb"
-    (Spark's RocksDB provider), with `partitions` to change the partition count; see
-    canonical_restore.py for the new batch N + 1 it adds.
-    """
-    if mode not in MODES:
-        raise RestoreError(f"unknown restore mode {mode!r}; choose one of {', '.join(MODES)}")
-    canonical = canonical_descriptor(source, storage_options)
-    if canonical is not None:
-        if mode != NO_CLAIM or batch not in (None, canonical[1].batch):
-            raise RestoreError(f"{source} is a canonical savepoint of batch "
-                               f"{canonical[1].batch}: it restores only that batch, and only "
-                               "no-claim (its rows are copied into the new stores)")
-        from ..spark import offline_session
-        from .canonical_restore import restore_canonical
-
-        return restore_canonical(offline_session(spark), *canonical, new_checkpoint,
-                                 partitions, provider, target_options)
-    if partitions is not None or provider != "pyrocks":
-        raise RestoreError("changing the partition count or the provider needs a canonical "
-                           f"savepoint: take one of {source} with format='canonical' "
-                           "(state-store savepoint --format canonical), then restore it")
+def restore_native(source: str, new_checkpoint: str, mode: str, batch: int | None, *,
+                   storage_options: dict | None = None, target_options: dict | None = None,
+                   root_url: str | None = None, root_options: dict | None = None,
+                   target_root_url: str | None = None,
+                   target_root_options: dict | None = None) -> RestoreInfo:
+    """A restore from a native savepoint or a checkpoint (see api.restore)."""
     src = open_source(source, batch, storage_options, root_url, root_options)
     target = absolute_url(new_checkpoint)
     out = open_storage(target, target_options if target_options is not None
                        else storage_options)
-    earlier = _interrupted(out, src, mode)
-    _refuse_claimed(src, earlier.query_id if earlier else None, "")
+    earlier = interrupted_restore(out, src.url, src.batch, mode, written_last=METADATA)
+    claim = claimed_by_other(src.storage, earlier.query_id if earlier else None)
+    if claim is not None:  # by another query (this restore's own, interrupted, may go on)
+        raise RestoreError(f"{describe_claim(src.url, claim)}. Restore from a savepoint of "
+                           "that query instead.")
     # Read (and, from a savepoint, verified) before anything is written.
     spark_files = {rel: src.read_spark_file(rel) for rel in src.spark_files if rel != METADATA}
-    record = earlier or _start(out, src, mode)
+    record = earlier or start_restore(out, src.url, src.batch, mode)
     for rel, data in spark_files.items():
         put(out, rel, data)
     staging = None if target_root_url is None else open_storage(
         absolute_url(target_root_url), target_root_options)
     for key in sorted(src.stores):
         seed = _restore_store(src, key, out, record, staging)
-        put(out, store_location_key(key), seed.to_json())
+        put(out, f"{store_location(key)}/{SEED_FILE}", seed.to_json())
     if mode == CLAIM:
-        marker = ClaimMarker(record.query_id, target, src.batch)
-        src.storage.publish(CLAIM_MARKER, marker.to_json())
-        # A concurrent claim may have won the marker.
-        _refuse_claimed(src, record.query_id, f" ({target} is left incomplete: delete it.)")
+        src.storage.publish(CLAIM_MARKER, ClaimMarker(record.query_id, target,
+                                                      src.batch).to_json())
+        won = claimed_by_other(src.storage, record.query_id)  # a concurrent claim may have
+        if won is not None:
+            raise RestoreError(f"{describe_claim(src.url, won)}. ({target} is left "
+                               "incomplete: delete it.)")
     put(out, METADATA, json.dumps({"id": record.query_id}).encode() + b"\n")
     return RestoreInfo(target, record.query_id, src.url, src.batch, mode, len(src.stores))
 
@@ -136,62 +112,3 @@ def _restore_store(src: Source, key: str, out: Storage, record: RestoreRecord,
                                      f"store {key} of {src.url}")
     return Seed(record.query_id, src.url, src.version, CLAIM, source_root=src.stores[key].url,
                 roots=claimed_roots(store, src.version))
-
-
-def canonical_descriptor(source: str, storage_options: dict | None
-                         ) -> tuple[Storage, SavepointDescriptor] | None:
-    """The savepoint directory and descriptor of `source` if it is a canonical savepoint."""
-    storage = open_storage(absolute_url(source), storage_options)
-    data = storage.read_if_exists(DESCRIPTOR)
-    if data is None:
-        return None
-    descriptor = SavepointDescriptor.from_json(data, f"{storage.url}/{DESCRIPTOR}")
-    return (storage, descriptor) if descriptor.format == CANONICAL else None
-
-
-def _interrupted(out: Storage, src: Source, mode: str) -> RestoreRecord | None:
-    """The record of an interrupted restore of the same source, batch and mode into `out`
-    (this run completes it), or None for an empty directory; refuses anything else."""
-    if out.read_if_exists(METADATA) is not None:
-        raise RestoreError(f"{out.url} is already a checkpoint (it has {METADATA}); restore "
-                           "into a new directory")
-    data = out.read_if_exists(RESTORE_RECORD)
-    if data is None:
-        if out.list_names("") or out.list_dirs(""):
-            raise RestoreError(f"{out.url} is not empty; restore into a new directory")
-        return None
-    earlier = RestoreRecord.from_json(data, f"{out.url}/{RESTORE_RECORD}")
-    if (earlier.source, earlier.batch, earlier.mode) != (src.url, src.batch, mode):
-        raise RestoreError(
-            f"{out.url} holds an interrupted restore of {earlier.source} batch "
-            f"{earlier.batch} ({earlier.mode}); rerun that restore, or delete {out.url}")
-    return earlier
-
-
-def _start(out: Storage, src: Source, mode: str) -> RestoreRecord:
-    record = RestoreRecord(str(uuid.uuid4()), src.url, src.batch, mode)
-    if not out.publish(RESTORE_RECORD, record.to_json()):
-        raise RestoreError(f"another restore into {out.url} started at the same time")
-    return record
-
-
-def _refuse_claimed(src: Source, query_id: str | None, leftover: str) -> None:
-    """Refuses a source claimed by a query other than `query_id` (this restore's)."""
-    marker = src.claim()
-    if marker is not None and marker.query_id != query_id:
-        raise RestoreError(
-            f"{src.url} was claimed by query {marker.query_id} (restored into "
-            f"{marker.checkpoint} at batch {marker.batch}, {marker.claimed_at}): its files "
-            "belong to that query, whose GC deletes them. Restore from a savepoint of that "
-            f"query instead.{leftover}")
-
-
-def put(out: Storage, rel: str, data: bytes) -> None:
-    """Writes a file of the new checkpoint; a rerun finds its earlier copy in place."""
-    existing = out.read_if_exists(rel)
-    if existing == data:
-        return
-    if existing is not None:
-        raise RestoreError(f"{out.url}/{rel} exists with other content; delete {out.url} and "
-                           "restore again")
-    out.write_new(rel, data)

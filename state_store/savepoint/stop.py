@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 from ..errors import StateStoreError
+from .api import savepoint
 from .layout import SavepointInfo
-from .take import savepoint
 
 _IDLE_POLL_S = 0.05
 

@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import CorruptFileError
+from ..format.restores import CLAIM_MARKER, ClaimMarker
 from ..format.storage import Storage, Written
 from ..tools.progress import Progress
-from .layout import CLAIM_MARKER, DESCRIPTOR, ClaimMarker, SavepointDescriptor
+from .layout import DESCRIPTOR, SavepointDescriptor
 
 
 @dataclass

@@ -5,16 +5,17 @@ Read-only: it lists records and plans garbage collection without deleting anythi
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..format import gc
+from ..format.dependencies import depends_on, store_seeds
 from ..format.manifest import MANIFEST_DIR, FileRef, Owner
-from ..format.seeding import CLAIM, SEED_FILE, Seed, trusted_roots
+from ..format.restores import CLAIM_RELEASE, RESTORE_RECORD, ClaimRelease, RestoreRecord, read_claim
+from ..format.seeding import Seed, trusted_roots
+from ..format.spark_checkpoint import SourceError, query_id_of, stores_under_root
 from ..format.storage import Storage
 from ..format.store_root import QUERY_DIR_PREFIX, StoreRoot
-from ..savepoint.layout import CLAIM_MARKER, CLAIM_RELEASE, RESTORE_RECORD
-from ..savepoint.sources import stores_under_root
 
 
 @dataclass
@@ -79,12 +80,12 @@ def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list
         report.query_id = query_id
         queries.setdefault(base, {})[report.query_id] = report
         reports.append(report)
-    current = _checkpoint_query_id(storage)
+    current = _query_id(storage)
     for base, group in queries.items():
         # The checkpoint's own query if we were given the checkpoint, else the one that
         # committed last (after a reset, the old query no longer commits here).
         def committed(query_id: str, base: str = base) -> float:
-            return StoreRoot.last_commit(
+            return gc.last_commit(
                 storage.child(f"{base}/{QUERY_DIR_PREFIX}{query_id}".lstrip("/")))
 
         live = current if current in group else max(group, key=committed)
@@ -115,35 +116,22 @@ def describe_location(storage: Storage, retain: int, orphan_margin_s: float,
                       state_root: Storage | None = None) -> LocationReport:
     """Every store root at or under `storage` (or, for a query that keeps its state under
     a rootUrl, the current query's stores under `state_root`), and what the current query
-    depends on. A restored store that has not opened yet still depends on its source; so
-    does one this report cannot see: the list errs on the side of keeping a source."""
-    query_id = _checkpoint_query_id(storage)
-    seeds = _seeds(storage)
+    depends on (format/dependencies.py)."""
+    query_id = _query_id(storage)
     if state_root is not None and query_id:
-        roots = stores_under_root(state_root, query_id)
+        seeds = store_seeds(storage)
         stores = [describe_store(StoreRoot(root, key, trusted_roots=_trusted(seeds, key,
                                                                               query_id)),
                                  retain, orphan_margin_s)
-                  for key, root in sorted(roots.items())]
+                  for key, root in sorted(stores_under_root(state_root, query_id).items())]
     else:
         stores = describe_root(storage, retain, orphan_margin_s)
-        roots = {}
-    depends: set[str] = set()
-    for key, seed in seeds.items():
-        # A no-claim restore copied its stores already; a claim is applied at first open.
-        if seed.mode != CLAIM or seed.query_id != query_id:
-            continue
-        root = roots.get(key) or storage.child(f"state/{key}/{QUERY_DIR_PREFIX}{seed.query_id}")
-        if not StoreRoot(root, key).versions():
-            depends.add(seed.source)
-    by_root = {root: seed.source for seed in seeds.values() for root in seed.roots}
-    for report in stores:
-        if not report.stale:
-            depends.update(by_root.get(root, root) for root in report.references)
     restored = storage.read_if_exists(RESTORE_RECORD)
     return LocationReport(
-        storage.url, "checkpoint" if query_id else "state root", query_id, sorted(depends),
-        json.loads(restored) if restored else None, _claim(storage), stores)
+        storage.url, "checkpoint" if query_id else "state root", query_id,
+        depends_on(storage, state_root),
+        asdict(RestoreRecord.from_json(restored, f"{storage.url}/{RESTORE_RECORD}"))
+        if restored else None, _claim(storage), stores)
 
 
 def _trusted(seeds: dict[str, Seed], key: str, query_id: str) -> frozenset[str]:
@@ -154,22 +142,21 @@ def _trusted(seeds: dict[str, Seed], key: str, query_id: str) -> frozenset[str]:
 
 def _claim(storage: Storage) -> dict[str, Any] | None:
     """The claim marker, with `released_at` once the claimer released the source."""
-    claimed = storage.read_if_exists(CLAIM_MARKER)
-    if claimed is None:
+    claim = read_claim(storage)
+    if claim is None:
         return None
-    released = storage.read_if_exists(CLAIM_RELEASE)
-    return {**json.loads(claimed),
-            "released_at": json.loads(released)["released_at"] if released else None}
+    data = storage.read_if_exists(CLAIM_RELEASE)
+    released = ClaimRelease.from_json(data, f"{storage.url}/{CLAIM_RELEASE}") if data else None
+    return {**asdict(claim), "released_at": released.released_at if released else None}
 
 
-def _seeds(storage: Storage) -> dict[str, Seed]:
-    """The restore seeds of a checkpoint, by store key."""
-    seeds = {}
-    for path in storage.find("state"):
-        if path.endswith(f"/{SEED_FILE}"):
-            key = path[len("state/"):-len(SEED_FILE) - 1]
-            seeds[key] = Seed.from_json(storage.read(path, "restore seed"), path)
-    return seeds
+def _query_id(storage: Storage) -> str | None:
+    """The query id of `storage` if it is a Spark checkpoint (a damaged `metadata` is shown
+    as no query: inspect still lists what it finds)."""
+    try:
+        return query_id_of(storage)
+    except SourceError:
+        return None
 
 
 def format_location(report: LocationReport) -> str:
@@ -189,17 +176,6 @@ def format_location(report: LocationReport) -> str:
                  "depends on: nothing outside its own state")
     lines += [format_report(store) for store in report.stores]
     return "\n".join(lines)
-
-
-def _checkpoint_query_id(storage: Storage) -> str | None:
-    """The query id in `<checkpoint>/metadata`, if `storage` is a Spark checkpoint."""
-    data = storage.read_if_exists("metadata")
-    if data is None:
-        return None
-    try:
-        return str(json.loads(data.splitlines()[0])["id"])
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
 
 
 def describe_store(checkpoint: StoreRoot, retain: int, orphan_margin_s: float) -> StoreReport:
@@ -228,11 +204,11 @@ def describe_store(checkpoint: StoreRoot, retain: int, orphan_margin_s: float) -
         all_files.update((f.name, f) for f in snap.files)
     report.owned_bytes = sum(f.size for f in all_files.values() if f.owner is Owner.OWNED)
     report.references = sorted({f.root for f in all_files.values() if f.root})
-    gc = checkpoint.plan_garbage(retain, orphan_margin_s)
+    plan = gc.plan_garbage(checkpoint, retain, orphan_margin_s)
     report.gc_would_delete = {
-        "manifests": gc.expired_manifests, "superseded": gc.superseded_manifests,
-        "snapshots": gc.expired_snapshots, "files": [f.name for f in gc.garbage],
-        "orphans": gc.orphans, "stale_queries": gc.stale_queries,
+        "manifests": plan.expired_manifests, "superseded": plan.superseded_manifests,
+        "snapshots": plan.expired_snapshots, "files": [f.name for f in plan.garbage],
+        "orphans": plan.orphans, "stale_queries": plan.stale_queries,
     }
     return report
 

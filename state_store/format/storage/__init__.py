@@ -10,7 +10,9 @@ publish atomically, naming it and what is supported.
 
 from __future__ import annotations
 
+import os
 from typing import Any
+from urllib.parse import urlparse
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -24,8 +26,20 @@ from .s3 import S3Storage
 SUPPORTED = ("local paths (file://), s3:// (AWS S3 or an endpoint honouring If-None-Match), "
              "or an fsspec filesystem declaring atomic_create = True")
 
-__all__ = ["SUPPORTED", "Storage", "StorageError", "Written", "checksum", "format_checksum",
-           "open_storage"]
+__all__ = ["SUPPORTED", "Storage", "StorageError", "Written", "absolute_url", "checksum",
+           "format_checksum", "open_storage"]
+
+
+def absolute_url(url: str) -> str:
+    """A location as a user gave it, as every process may open it: a local path made
+    absolute (a worker resolves it from another directory), Hadoop's `file:` spelling of a
+    local path made plain, any other URL without a trailing slash."""
+    if url.startswith("file:"):  # Hadoop's spelling of a local path: file:/x or file:///x
+        return os.path.abspath(urlparse(url).path)
+    protocol, path = fsspec.core.split_protocol(url)
+    if protocol in (None, "local"):
+        return os.path.abspath(path)
+    return url.rstrip("/")
 
 
 def open_storage(url: str, options: dict[str, Any] | None = None) -> Storage:
