@@ -5,114 +5,113 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import options
 from .driver import bridge
-from .format.storage import Storage, open_storage
+from .format.storage import open_storage
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, its one-line help, its arguments and what it runs."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="state-store", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-
-    demo = sub.add_parser("demo", help="run a small streaming aggregation on this provider")
-    demo.add_argument("--batches", type=int, default=8)
-    demo.add_argument("--rows-per-second", type=int, default=2000)
-    demo.add_argument("--checkpoint", help="checkpoint directory (default: a temporary one)")
-    demo.add_argument("--master", default="local[2]")
-
-    sub.add_parser("build-shim", help="build (or find cached) the Scala shim jar; print its path")
-    sub.add_parser("options", help="print every configuration option as a Markdown table")
-    conf = sub.add_parser("conf", help="print the spark-defaults.conf lines for this provider")
-    conf.add_argument("options", nargs="*", metavar="KEY=VALUE",
-                      help="options by short name (see `state-store options`), e.g. "
-                           "snapshotInterval=20 resultStore=s3://bucket/results")
-    conf.add_argument("--local", action="store_true",
-                      help="also name this interpreter as the workers' Python (pythonExec): "
-                           "for sessions on this machine only")
-
-    inspect = sub.add_parser(
-        "inspect", help="versions, snapshots, files, sharing and a GC dry run of stored state")
-    inspect.add_argument("root", help="a checkpoint, a store root, or a rootUrl (local or s3://)")
-    inspect.add_argument("--storage-options", default="{}",
-                         help="fsspec options as JSON, e.g. '{\"endpoint_url\": \"...\"}'")
-    inspect.add_argument("--retain", type=int, default=100,
-                         help="versions GC would retain (spark.sql.streaming.minBatchesToRetain)")
-    inspect.add_argument("--orphan-margin", type=float, default=3600.0,
-                         help="seconds before an unreferenced file counts as an orphan")
-    inspect.add_argument("--json", action="store_true", help="print one JSON document")
-    inspect.add_argument("--root-url", help="the rootUrl the checkpoint's query keeps its "
-                                            "state under (for its stores and depends_on)")
-    inspect.add_argument("--root-options", default="{}", help="fsspec options for --root-url")
-
-    take = sub.add_parser("savepoint", help="write a savepoint of a query's committed batch")
-    take.add_argument("checkpoint", help="the query's checkpoint (or a savepoint to relocate)")
-    take.add_argument("target", help="a new directory (local or s3://) for the savepoint")
-    take.add_argument("--batch", type=int, help="the committed batch (default: the latest)")
-    take.add_argument("--format", choices=["native", "canonical"], default="native",
-                      help="native: this provider's files (fast); canonical: every store's "
-                           "rows as typed Parquet, of a checkpoint of any provider, readable "
-                           "by any tool, restorable at any partition count (a Spark job)")
-    _add_storage_arguments(take)
-
-    restore = sub.add_parser(
-        "restore", help="make a new checkpoint that resumes a savepoint or another checkpoint")
-    restore.add_argument("source", help="a savepoint, or another query's checkpoint")
-    restore.add_argument("new_checkpoint", help="a new directory for the restored query")
-    restore.add_argument("--mode", choices=["no-claim", "claim"], default="no-claim",
-                         help="no-claim: never delete the source's files (default); claim: "
-                              "the new query owns them and deletes them once subsumed")
-    restore.add_argument("--batch", type=int, help="the batch to resume after "
-                                                   "(default: the savepoint's, or the latest)")
-    restore.add_argument("--partitions", type=int,
-                         help="canonical savepoints: the new partition count (rows re-routed "
-                              "by Spark's hash partitioning; spark.sql.shuffle.partitions "
-                              "becomes it)")
-    restore.add_argument("--provider", choices=["pyrocks", "rocksdb"], default="pyrocks",
-                         help="canonical savepoints: write this store (default) or Spark's "
-                              "RocksDBStateStoreProvider (the way back to Spark's own)")
-    restore.add_argument("--target-root-url",
-                         help="the rootUrl the restored query will keep its state under: a "
-                              "no-claim restore copies each store there (server-side on S3)")
-    restore.add_argument("--target-root-options", default="{}",
-                         help="fsspec options for --target-root-url")
-    _add_storage_arguments(restore)
-
-    results = sub.add_parser(
-        "results", help="list the runs in a query result store; --cleanup resumes dirty ones")
-    results.add_argument("url", help="the result store (local or s3://)")
-    results.add_argument("--storage-options", default="{}", help="fsspec options as JSON")
-    results.add_argument("--json", action="store_true", help="print one JSON document")
-    results.add_argument("--cleanup", action="store_true",
-                         help="complete the cleanup of every dirty run, then list")
-    results.add_argument("--root-options", default="{}",
-                         help="fsspec options for the runs' rootUrl (with --cleanup)")
-    results.add_argument("--max-attempts", type=int, default=5,
-                         help="attempts of each cleanup step (with --cleanup; 0: no limit)")
-
+    for command in COMMANDS:
+        command.arguments(sub.add_parser(command.name, help=command.help))
     args = parser.parse_args(argv)
-    if args.command == "results":
-        return results_command(args)
-    if args.command == "demo":
-        from .tools.demo import run_demo
+    return BY_NAME[args.command].run(args)
 
-        return run_demo(args.batches, args.rows_per_second, args.checkpoint, args.master)
-    if args.command == "build-shim":
-        print(bridge.jar_path())
-        return 0
-    if args.command == "options":
-        print(options_table())
-        return 0
-    if args.command == "conf":
-        return conf_command(args.options, args.local)
-    if args.command == "inspect":
-        state_root = (open_storage(args.root_url, json.loads(args.root_options))
-                      if args.root_url else None)
-        return inspect_root(args.root, json.loads(args.storage_options), args.retain,
-                            args.orphan_margin, args.json, state_root)
-    if args.command in ("savepoint", "restore"):
-        return _savepoint_command(args)
-    return 2
+
+# ---- each subcommand's arguments -----------------------------------------------------------
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batches", type=int, default=8)
+    parser.add_argument("--rows-per-second", type=int, default=2000)
+    parser.add_argument("--checkpoint", help="checkpoint directory (default: a temporary one)")
+    parser.add_argument("--master", default="local[2]")
+
+
+def _conf_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("options", nargs="*", metavar="KEY=VALUE",
+                        help="options by short name (see `state-store options`), e.g. "
+                             "snapshotInterval=20 resultStore=s3://bucket/results")
+    parser.add_argument("--local", action="store_true",
+                        help="also name this interpreter as the workers' Python (pythonExec): "
+                             "for sessions on this machine only")
+
+
+def _inspect_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("root", help="a checkpoint, a store root, or a rootUrl (local or s3://)")
+    parser.add_argument("--storage-options", default="{}",
+                        help="fsspec options as JSON, e.g. '{\"endpoint_url\": \"...\"}'")
+    parser.add_argument("--retain", type=int, default=100,
+                        help="versions GC would retain (spark.sql.streaming.minBatchesToRetain)")
+    parser.add_argument("--orphan-margin", type=float, default=3600.0,
+                        help="seconds before an unreferenced file counts as an orphan")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--root-url", help="the rootUrl the checkpoint's query keeps its "
+                                           "state under (for its stores and depends_on)")
+    parser.add_argument("--root-options", default="{}", help="fsspec options for --root-url")
+
+
+def _savepoint_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", help="the query's checkpoint (or a savepoint to relocate)")
+    parser.add_argument("target", help="a new directory (local or s3://) for the savepoint")
+    parser.add_argument("--batch", type=int, help="the committed batch (default: the latest)")
+    parser.add_argument("--format", choices=["native", "canonical"], default="native",
+                        help="native: this provider's files (fast); canonical: every store's "
+                             "rows as typed Parquet, of a checkpoint of any provider, readable "
+                             "by any tool, restorable at any partition count (a Spark job)")
+    _add_storage_arguments(parser)
+
+
+def _restore_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="a savepoint, or another query's checkpoint")
+    parser.add_argument("new_checkpoint", help="a new directory for the restored query")
+    parser.add_argument("--mode", choices=["no-claim", "claim"], default="no-claim",
+                        help="no-claim: never delete the source's files (default); claim: "
+                             "the new query owns them and deletes them once subsumed")
+    parser.add_argument("--batch", type=int, help="the batch to resume after "
+                                                  "(default: the savepoint's, or the latest)")
+    parser.add_argument("--partitions", type=int,
+                        help="canonical savepoints: the new partition count (rows re-routed "
+                             "by Spark's hash partitioning; spark.sql.shuffle.partitions "
+                             "becomes it)")
+    parser.add_argument("--provider", choices=["pyrocks", "rocksdb"], default="pyrocks",
+                        help="canonical savepoints: write this store (default) or Spark's "
+                             "RocksDBStateStoreProvider (the way back to Spark's own)")
+    parser.add_argument("--target-root-url",
+                        help="the rootUrl the restored query will keep its state under: a "
+                             "no-claim restore copies each store there (server-side on S3)")
+    parser.add_argument("--target-root-options", default="{}",
+                        help="fsspec options for --target-root-url")
+    _add_storage_arguments(parser)
+
+
+def _results_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", help="the result store (local or s3://)")
+    parser.add_argument("--storage-options", default="{}", help="fsspec options as JSON")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--cleanup", action="store_true",
+                        help="complete the cleanup of every dirty run, then list")
+    parser.add_argument("--root-options", default="{}",
+                        help="fsspec options for the runs' rootUrl (with --cleanup)")
+    parser.add_argument("--max-attempts", type=int, default=5,
+                        help="attempts of each cleanup step (with --cleanup; 0: no limit)")
 
 
 def _add_storage_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,7 +124,7 @@ def _add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON, no bar")
 
 
-def _savepoint_command(args: argparse.Namespace) -> int:
+def _savepoint_or_restore(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from .errors import StateStoreError
@@ -160,7 +159,7 @@ def _savepoint_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def results_command(args: argparse.Namespace) -> int:
+def _results(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from .results import Backoff, CleanupFailed, FileSystemResultStore
@@ -193,8 +192,9 @@ def results_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def conf_command(pairs: list[str], local: bool) -> int:
+def _conf(args: argparse.Namespace) -> int:
     """Prints `spark-defaults.conf` lines: our settings, with any options given."""
+    pairs, local = args.options, args.local
     from .errors import OptionError
     from .spark import cluster_conf, spark_conf
 
@@ -216,6 +216,22 @@ def conf_command(pairs: list[str], local: bool) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from .tools.demo import run_demo
+
+    return run_demo(args.batches, args.rows_per_second, args.checkpoint, args.master)
+
+
+def _build_shim(args: argparse.Namespace) -> int:
+    print(bridge.jar_path())
+    return 0
+
+
+def _options(args: argparse.Namespace) -> int:
+    print(options_table())
+    return 0
+
+
 def options_table() -> str:
     rows = ["| key | default | accepted | meaning |", "|---|---|---|---|"]
     for spec in options.SPECS:
@@ -224,23 +240,47 @@ def options_table() -> str:
     return "\n".join(rows)
 
 
-def inspect_root(root: str, storage_options: dict, retain: int, orphan_margin: float,
-                 as_json: bool, state_root: Storage | None = None) -> int:
+def _inspect(args: argparse.Namespace) -> int:
     from .format.store_root import StoreRoot
     from .savepoint.verify import format_savepoint_report, is_savepoint, verify_savepoint
     from .tools.inspect import describe_location, format_location
-    storage = open_storage(root, storage_options)
+
+    root, as_json = args.root, args.json
+    state_root = (open_storage(args.root_url, json.loads(args.root_options))
+                  if args.root_url else None)
+    storage = open_storage(root, json.loads(args.storage_options))
     if is_savepoint(storage):
         checked = verify_savepoint(storage, quiet=as_json)
         print(json.dumps(checked.to_dict()) if as_json else format_savepoint_report(checked))
         return 0 if checked.verified else 1
-    report = describe_location(storage, retain, orphan_margin, state_root)
+    report = describe_location(storage, args.retain, args.orphan_margin, state_root)
     if not report.stores and not report.depends_on and report.restored_from is None:
         StoreRoot(storage, root).refuse_foreign_state()
         print(f"no state of this provider under {root}", file=sys.stderr)
         return 1
     print(json.dumps(report.to_dict()) if as_json else format_location(report))
     return 0
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("demo", "run a small streaming aggregation on this provider", _demo_arguments,
+            _demo),
+    Command("build-shim", "build (or find cached) the Scala shim jar; print its path",
+            _no_arguments, _build_shim),
+    Command("options", "print every configuration option as a Markdown table", _no_arguments,
+            _options),
+    Command("conf", "print the spark-defaults.conf lines for this provider", _conf_arguments,
+            _conf),
+    Command("inspect", "versions, snapshots, files, sharing and a GC dry run of stored state",
+            _inspect_arguments, _inspect),
+    Command("savepoint", "write a savepoint of a query's committed batch",
+            _savepoint_arguments, _savepoint_or_restore),
+    Command("restore", "make a new checkpoint that resumes a savepoint or another checkpoint",
+            _restore_arguments, _savepoint_or_restore),
+    Command("results", "list the runs in a query result store; --cleanup resumes dirty ones",
+            _results_arguments, _results),
+)
+BY_NAME = {command.name: command for command in COMMANDS}
 
 
 if __name__ == "__main__":

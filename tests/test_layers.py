@@ -92,3 +92,17 @@ def test_no_module_imports_itself_back() -> None:
         a.startswith(b + ".") or b.startswith(a + ".")
         for a, b in zip(c.split(" -> "), c.split(" -> ")[1:], strict=False))]
     assert not cycles, "\n".join(sorted(set(cycles))[:20])
+
+
+def test_no_package_exports_a_name_one_of_its_modules_has() -> None:
+    """`from package import name` must always give the package's `name`, never a submodule
+    that an import elsewhere bound over it (savepoint.restore was once both)."""
+    clashes = []
+    for init in PACKAGE.rglob("__init__.py"):
+        modules = {p.stem for p in init.parent.glob("*.py")} | \
+            {p.name for p in init.parent.iterdir() if (p / "__init__.py").exists()}
+        for node in ast.walk(ast.parse(init.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:  # from .x import name
+                clashes += [f"{module_name(init)}.{alias.asname or alias.name}"
+                            for alias in node.names if (alias.asname or alias.name) in modules]
+    assert not clashes, clashes

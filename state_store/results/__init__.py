@@ -1,4 +1,4 @@
-"""The query result store (FLIP-194 in Spark terms; DESIGN.md section 10).
+"""The query result store: FLIP-194's JobResultStore in Spark terms.
 
     from state_store.results import FileSystemResultStore, run_once
 
@@ -7,12 +7,12 @@
 - `cleanup.py`: what cleaning up after a run means; retries with backoff.
 - `recorder.py`: the process the driver starts when a run ends (and to resume).
 - `settings.py`: a session's result store configuration.
-- `run_once.py`: never run a run key twice (contract).
+- `once.py`: `run_once`, never run a run key twice (contract).
 """
 
 from .cleanup import Backoff, CleanupFailed
+from .once import run_once
 from .record import QueryResult, ResultStoreError
-from .run_once import run_once
 from .store import Entry, FileSystemResultStore, RunAlreadyRecordedError, UnknownRunError
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Frames between the shim (shim/.../Connection.scala) and a worker. Keep both in step.
+"""Frames between the shim (jvm-bridge/.../Connection.scala) and a worker. Keep both in step.
 
 Request:  [length u32][type u8][body]   length counts type + body; big-endian throughout.
 Response: [length u32][status u8][body] status OK or ERROR (body = UTF-8 message).
@@ -14,7 +14,9 @@ from enum import IntEnum
 
 
 class Request(IntEnum):
-    OPEN = 1  # body: JSON {store_root, store_name, local_dir, options}
+    # body: JSON {store_root, store_path, store_name, local_name, query_id, run_epoch,
+    #             writer, options} (worker.Session.open)  -> JSON {pid, root}
+    OPEN = 1
     LOAD = 2  # body: version i64                       -> JSON {num_keys, unchanged}
     WRITES = 3  # body: write records (records.py)       -> no response
     GET = 4  # body: [cf_len u16][cf][key]               -> [found u8][value]

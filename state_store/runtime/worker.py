@@ -190,8 +190,8 @@ class Session:
 
     def open_checkpoint(self, spec: dict, opts: options_mod.StoreOptions) -> StoreRoot:
         """The store's durable root: its own under the checkpoint (or rootUrl) per query
-        (checkpoint.py), refused if a CLAIM restore took the checkpoint over, and seeded
-        from its restore at a restored query's first open (seeding.py)."""
+        (format/store_root.py), refused if a CLAIM restore took the checkpoint over, and seeded
+        from its restore at a restored query's first open (format/seeding.py)."""
         base_url = (opts.root_url.rstrip("/") + "/" + spec["store_path"] if opts.root_url
                     else spec["store_root"])
         base = open_storage(base_url, opts.root_options if opts.root_url else None)

@@ -12,9 +12,9 @@
   layout.py             the savepoint directory and its records (descriptor, SavepointInfo)
   sources.py            reading a Spark checkpoint or a savepoint as the source of either
   target.py             writing a new savepoint directory or a new checkpoint
-  take.py               taking a native savepoint
-  restore.py            restoring a native savepoint or a checkpoint, CLAIM or NO_CLAIM
-  canonical.py          taking a canonical savepoint through Spark's state data source
+  native_take.py        taking a native savepoint
+  native_restore.py     restoring a native savepoint or a checkpoint, CLAIM or NO_CLAIM
+  canonical_take.py     taking a canonical savepoint through Spark's state data source
   canonical_restore.py  restoring one: the new batch N + 1, stores written through a provider
   routing.py            which key columns Spark partitions each operator's state by
   stop.py               stop-with-savepoint

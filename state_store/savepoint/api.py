@@ -1,5 +1,6 @@
 """The public entry points (contract): `savepoint` and `restore`, each choosing the native
-or the canonical way (take.py / canonical.py, restore.py / canonical_restore.py)."""
+or the canonical way (native_take.py / canonical_take.py, native_restore.py /
+canonical_restore.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .layout import (
     SavepointDescriptor,
     SavepointInfo,
 )
-from .take import take_native
+from .native_take import take_native
 from .target import RestoreError, SavepointError
 
 
@@ -42,7 +43,7 @@ def savepoint(checkpoint: str, target: str, batch: int | None = None, *,
                            target_options=target_options, root_url=root_url,
                            root_options=root_options, quiet=quiet)
     from ..spark import offline_session  # Spark only for what needs it
-    from .canonical import canonical_savepoint
+    from .canonical_take import canonical_savepoint
 
     return canonical_savepoint(offline_session(spark), checkpoint, target, batch,
                                storage_options=storage_options, target_options=target_options)
@@ -76,7 +77,7 @@ def restore(source: str, new_checkpoint: str, mode: str = NO_CLAIM, batch: int |
                                f"canonical savepoint: take one of {source} with "
                                "format='canonical' (state-store savepoint --format "
                                "canonical), then restore it")
-        from .restore import restore_native
+        from .native_restore import restore_native
 
         return restore_native(source, new_checkpoint, mode, batch,
                               storage_options=storage_options, target_options=target_options,

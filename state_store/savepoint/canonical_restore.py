@@ -29,7 +29,7 @@ from pyspark.sql.types import StructType
 from ..driver.classes import PROVIDER_CLASS, PROVIDER_KEY, SPARK_ROCKSDB
 from ..format.spark_checkpoint import COMMITS, METADATA, OFFSETS, STATE, SparkCheckpoint
 from ..format.storage import Storage, absolute_url, open_storage
-from .canonical import PARTITIONS_CONF
+from .canonical_take import PARTITIONS_CONF
 from .layout import CHECKPOINT_DIR, CanonicalStore, RestoreInfo, SavepointDescriptor
 from .target import RestoreError, interrupted_restore, put, start_restore
 

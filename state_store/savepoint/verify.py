@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import CorruptFileError
-from ..format.restores import CLAIM_MARKER, ClaimMarker
+from ..format.restores import read_claim
 from ..format.storage import Storage, Written
 from ..tools.progress import Progress
 from .layout import DESCRIPTOR, SavepointDescriptor
@@ -47,10 +47,9 @@ def verify_savepoint(storage: Storage, quiet: bool = True) -> SavepointReport:
         progress.advance(saved.size)
     progress.close()
     report.verified = not report.problems
-    claim = storage.read_if_exists(CLAIM_MARKER)
+    claim = read_claim(storage)
     if claim is not None:
-        marker = ClaimMarker.from_json(claim, f"{storage.url}/{CLAIM_MARKER}")
-        report.claimed_by = asdict(marker)
+        report.claimed_by = asdict(claim)
     return report
 
 

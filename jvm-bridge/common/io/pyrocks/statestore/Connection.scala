@@ -6,7 +6,8 @@ import java.nio.channels.{ClosedByInterruptException, SocketChannel}
 import java.nio.charset.StandardCharsets.UTF_8
 import java.util.concurrent.atomic.AtomicLong
 
-/** Request types and record ops; the same numbers as `state_store/protocol.py` and `records.py`. */
+/** Request types and record ops: the same numbers as `state_store/runtime/protocol.py` and
+ * `state_store/format/records.py`. */
 object Wire {
   val Open: Byte = 1
   val Load: Byte = 2
@@ -47,7 +48,7 @@ object Wire {
     "ITER_CLOSE", "COMMIT", "ABORT", "METRICS", "MAINTAIN", "CLOSE", "DROP_CF", "LIST_CF",
     "FINISH")
 
-  /** The request's name in `state_store/protocol.py`, for error messages. */
+  /** The request's name in `state_store/runtime/protocol.py`, for error messages. */
   def name(kind: Byte): String =
     if (kind > 0 && kind < Names.length) Names(kind) else s"request type $kind"
 }

@@ -1,10 +1,8 @@
 package io.pyrocks.statestore
 
-import java.io.FileNotFoundException
 import java.net.InetAddress
 import java.nio.ByteBuffer
 import java.nio.charset.StandardCharsets.UTF_8
-import java.security.MessageDigest
 import java.util.UUID
 import java.util.concurrent.ConcurrentHashMap
 
@@ -12,8 +10,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.Path
-import org.json4s.{DefaultFormats, JLong, JNothing, JObject, JString}
+import org.json4s.{DefaultFormats, JLong, JObject, JString}
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
 
 import org.apache.spark.{SparkEnv, TaskContext}
@@ -30,17 +27,16 @@ import org.apache.spark.sql.types.StructType
  * through `request`/`write` under the provider's lock, because Spark's maintenance thread
  * calls in while a task may be using a store.
  *
- * One writer per working copy: `writer` is the one store of this provider that is UPDATING.
- * A load rebuilds the working copy over any uncommitted writes, so while a writer exists no
- * other store is loaded (`awaitNoWriter`): a second task (a zombie attempt and its retry,
- * a speculative copy) waits until the writer commits or aborts, and fails past the request
- * timeout; it never loads over the first task's writes, so no version mixes two tasks'.
+ * One writer per working copy (WriterSlot); where the store lives and whose it is
+ * (StoreLocation); its metrics (ProviderMetrics); how rows become bytes (ColumnFamilyCodec);
+ * the exact read cache (ReadCache).
  */
 class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedReplayCompat
     with Logging {
   import PyRocksStateStoreProvider._
 
   private var storeId: StateStoreId = _
+  private var location: StoreLocation = _
   private var storeConf: StateStoreConf = _
   private var hadoopConf: Configuration = _
   private var launch: LaunchOptions = _
@@ -50,15 +46,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   private var cache: ReadCache = _ // guarded by this; see ReadCache for why it stays exact
   private val localName = UUID.randomUUID().toString
   private var iteratorIds = 0
-  private var writer: PyRocksStateStore = _ // guarded by this; see the class comment
-  private var writerThread: Thread = _
-  private var writerConnection: Connection = _ // holds the writer's working copy
-  private var queryId: Option[String] = None // read once, when first needed
-  // The query run whose task created this provider (RunEpochs.runOf); None outside a
-  // streaming task (a test, a state reader).
-  private var createdByRun: Option[String] = None
-  // The epoch its commits publish under (RunEpochs); 0 outside a query run.
-  private var runEpoch: Long = 0L
+  private var writer: WriterSlot = _ // guarded by this
 
   override def init(
       stateStoreId: StateStoreId,
@@ -74,10 +62,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     this.storeConf = storeConfs
     this.hadoopConf = hadoopConf
     this.launch = LaunchOptions.fromConfs(storeConfs.sqlConfs)
-    this.createdByRun = RunEpochs.runOf(TaskContext.get())
-    this.runEpoch = createdByRun.map { run =>
-      RunEpochs.epochOf(new Path(stateStoreId.checkpointRootLocation).getParent, run, hadoopConf)
-    }.getOrElse(0L)
+    this.location = new StoreLocation(stateStoreId, hadoopConf, Option(TaskContext.get()))
+    this.writer = new WriterSlot(this, launch.requestTimeoutSeconds, describe)
     this.cache = new ReadCache(CacheBudget.of(launch.readCacheMB))
     registerColumnFamily(Wire.DefaultCf, keySchema, valueSchema, keyStateEncoderSpec,
       useMultipleValuesPerKey)
@@ -87,8 +73,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 
   override def stateStoreId: StateStoreId = storeId
 
-  def describe: String = s"${storeId.checkpointRootLocation} operator ${storeId.operatorId} " +
-    s"partition ${storeId.partitionId} store ${storeId.storeName}"
+  def describe: String = location.describe
 
   override def getStore(
       version: Long,
@@ -98,12 +83,10 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     refuseUnsupported(uniqueId)
     val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
     synchronized {
-      awaitNoWriter(version, "update", deadline)
+      writer.awaitFree(version, "update", deadline)
       load(version, empty = loadEmpty)
       val store = new PyRocksStateStore(this, version, readOnly = false)
-      writer = store
-      writerThread = Thread.currentThread()
-      writerConnection = connection
+      writer.take(store, connection)
       store
     }
   }
@@ -112,7 +95,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     refuseUnsupported(uniqueId)
     val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
     synchronized {
-      awaitNoWriter(version, "read", deadline)
+      writer.awaitFree(version, "read", deadline)
       load(version)
       new PyRocksStateStore(this, version, readOnly = true)
     }
@@ -126,7 +109,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     }
     val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
     synchronized {
-      awaitNoWriter(endVersion, "read", deadline)
+      writer.awaitFree(endVersion, "read", deadline)
       val body = ByteBuffer.allocate(16).putLong(snapshotVersion).putLong(endVersion).array()
       try request(Wire.LoadFromSnapshot, body) catch {
         case e: PyRocksStoreException => throw new IllegalStateException(s"cannot replay " +
@@ -164,31 +147,6 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     (changes, () => scan.close())
   }
 
-  /** Waits (releasing the lock) until no store of this provider is UPDATING, or fails. */
-  private def awaitNoWriter(version: Long, purpose: String, deadline: Long): Unit = {
-    while (writer != null) {
-      def refuse(why: String) = new IllegalStateException(s"cannot load version $version of " +
-        s"$describe to $purpose it: $writer is being updated $why")
-      if (writerThread eq Thread.currentThread()) {
-        throw refuse("by this same thread, which has neither committed nor aborted it")
-      }
-      val left = deadline - System.nanoTime()
-      if (left <= 0) {
-        throw refuse(s"by another task, which neither committed nor aborted it within " +
-          s"${launch.requestTimeoutSeconds} s (${LaunchOptions.Prefix}requestTimeoutSeconds)")
-      }
-      wait(math.max(1L, left / 1000000L))
-    }
-  }
-
-  /** `store` has committed or aborted: the next store may load. */
-  private def releaseWriter(store: PyRocksStateStore): Unit = if (writer eq store) {
-    writer = null
-    writerThread = null
-    writerConnection = null
-    notifyAll()
-  }
-
   private def refuseUnsupported(uniqueId: Option[String]): Unit = {
     if (uniqueId.isDefined) {
       throw new UnsupportedOperationException(s"$ProviderName does not support state store " +
@@ -218,7 +176,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
           throw new IllegalStateException(
             s"failed to commit version $newVersion of $describe: ${e.getMessage}", e)
       }
-      releaseWriter(store)
+      writer.release(store)
       // Lost the race to publish: the worker reloads the winner's state, so must we.
       if (jsonField(answer, "published") == "true") cache.committed(newVersion)
       else cache.invalidate()
@@ -235,7 +193,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
           case NonFatal(e) => logWarning(s"abort of $describe failed: ${e.getMessage}")
         }
       }
-    } finally releaseWriter(store)
+    } finally writer.release(store)
   }
 
   private def jsonField(answer: Array[Byte], field: String): String = {
@@ -366,10 +324,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
    * writer cannot go on (a new session has nothing loaded), and says why. */
   private def withConnection[T](f: Connection => T): T = synchronized {
     if (connection == null || connection.isBroken) {
-      if (writer != null) {
-        val why = Option(writerConnection).flatMap(_.brokenReason)
-          .getOrElse("the provider was closed while it was being updated")
-        throw new WorkerFailedException(s"$writer lost its working copy: $why")
+      writer.holder.foreach { store =>
+        throw new WorkerFailedException(s"$store lost its working copy: ${writer.lostWorkingCopy}")
       }
       connection = null
       cache.invalidate() // a new connection means a new working copy
@@ -388,48 +344,14 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     val pyrocks = storeConf.sqlConfs.filter(_._1.startsWith(LaunchOptions.Prefix))
     val spec = JObject(
       "store_root" -> JString(storeId.storeCheckpointLocation().toString),
-      "store_path" -> JString(relativeStorePath),
+      "store_path" -> JString(location.relativePath),
       "store_name" -> JString(describe),
       "local_name" -> JString(localName),
-      "query_id" -> JString(streamingQueryId),
-      "run_epoch" -> JLong(runEpoch),
+      "query_id" -> JString(location.queryId),
+      "run_epoch" -> JLong(location.runEpoch),
       "writer" -> JString(writerName),
       "options" -> JObject(pyrocks.toList.map { case (k, v) => k -> JString(v) }))
     compact(render(spec)).getBytes(UTF_8)
-  }
-
-  /**
-   * The id of the streaming query this store belongs to (the same across its restarts),
-   * from the `metadata` file Spark writes at the checkpoint's root when the query starts;
-   * "" where there is none (a provider made outside a query). The worker keeps each query's
-   * records apart by it, so a query reset onto a reused path never adopts older state.
-   */
-  private def streamingQueryId: String = queryId.getOrElse {
-    val id = Option(new Path(storeId.checkpointRootLocation).getParent).map { checkpoint =>
-      val file = new Path(checkpoint, "metadata")
-      val text = try {
-        val in = file.getFileSystem(hadoopConf).open(file)
-        try Some(new String(in.readAllBytes(), UTF_8)) finally in.close()
-      } catch { case _: FileNotFoundException => None }
-      text.map { json =>
-        (try parse(json) \ "id" catch { case NonFatal(_) => JNothing }) match {
-          case JString(value) if value.nonEmpty => value
-          case _ => throw new IllegalStateException(
-            s"$file does not hold a streaming query id (expected {\"id\": \"<uuid>\"}): $json")
-        }
-      }.getOrElse("")
-    }.getOrElse("")
-    queryId = Some(id)
-    id
-  }
-
-  /** Where this store lives under a configured rootUrl: stable across restarts of a query
-   * (the worker adds the query id below it). */
-  private def relativeStorePath: String = {
-    val digest = MessageDigest.getInstance("SHA-256")
-      .digest(storeId.checkpointRootLocation.getBytes(UTF_8))
-    val checkpoint = digest.take(8).map("%02x".format(_)).mkString
-    s"$checkpoint/${storeId.operatorId}/${storeId.partitionId}/${storeId.storeName}"
   }
 
   // ---- for tests and diagnostics: never wait for the lock ------------------------------
@@ -458,18 +380,11 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     }
   }
 
-  private[statestore] def metrics(): StateStoreMetrics = {
-    implicit val formats: DefaultFormats.type = DefaultFormats
-    val raw = parse(new String(request(Wire.Metrics, Array.emptyByteArray), UTF_8))
-      .extract[Map[String, Double]].map { case (k, v) => k -> v.toLong }
-    val custom: Map[StateStoreCustomMetric, Long] =
-      CustomMetrics.map(m => m -> raw.getOrElse(m.name.stripPrefix("pyrocks."), 0L)).toMap
-    // Memory = the worker's RocksDB memtables and table readers + this shim's read cache.
-    val memory = raw.getOrElse("memory_bytes", 0L) + synchronized(cache.memoryBytes)
-    StateStoreMetrics(raw.getOrElse("num_keys", 0L), memory, custom)
+  private[statestore] def metrics(): StateStoreMetrics = synchronized {
+    ProviderMetrics.of(request(Wire.Metrics, Array.emptyByteArray), cache.memoryBytes)
   }
 
-  override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = CustomMetrics
+  override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = ProviderMetrics.Custom
 
   /** Whether this store belongs to `checkpointRoot` (the checkpoint or its `state`
    * directory; any spelling of it, see `LiveProviders.qualify`). */
@@ -477,10 +392,10 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     LiveProviders.matches(storeId.checkpointRootLocation, checkpointRoot, hadoopConf)
 
   /** Whether a task holds this provider's store for update now. */
-  private[statestore] def isBeingUpdated: Boolean = synchronized(writer != null)
+  private[statestore] def isBeingUpdated: Boolean = synchronized(writer.isTaken)
 
   /** Whether a task of query run `runId` created this provider. */
-  private[statestore] def servesRun(runId: String): Boolean = createdByRun.contains(runId)
+  private[statestore] def servesRun(runId: String): Boolean = location.run.contains(runId)
 
   /**
    * Finishes the store now, as `close()` does first, and stays open: uploads in flight
@@ -495,8 +410,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
    */
   private[statestore] def finishNow(): Boolean = synchronized {
     if (connection == null || connection.isBroken) false
-    else if (writer != null) {
-      logInfo(s"not finishing $describe: $writer is being updated")
+    else if (writer.isTaken) {
+      logInfo(s"not finishing $describe: ${writer.holder.get} is being updated")
       false
     } else {
       implicit val formats: DefaultFormats.type = DefaultFormats
@@ -538,7 +453,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 
 object PyRocksStateStoreProvider {
   val ProviderName = "PyRocksStateStoreProvider"
-  private val ChangeHeadBytes = 9 // a change feed pair's key: version i64, op u8 (protocol.py)
+  private val ChangeHeadBytes = 9 // a change feed pair's key: version i64, op u8 (state_store/runtime/protocol.py)
 
   /**
    * Finishes at once every live provider of this JVM whose store belongs to the checkpoint
@@ -585,23 +500,4 @@ object PyRocksStateStoreProvider {
   /** This JVM, for the records a store's worker writes: which executor wrote what. */
   def writerName: String =
     s"executor ${Option(SparkEnv.get).map(_.executorId).getOrElse("(none)")} $thisProcess"
-
-  /** Names match the keys of the worker's METRICS answer, behind a `pyrocks.` prefix. */
-  val CustomMetrics: Seq[StateStoreCustomMetric] = Seq(
-    StateStoreCustomTimingMetric("pyrocks.commit_ms", "pyrocks: time to commit (ms)"),
-    StateStoreCustomSizeMetric("pyrocks.changelog_bytes", "pyrocks: changelog bytes written"),
-    StateStoreCustomSumMetric("pyrocks.snapshots", "pyrocks: snapshots published"),
-    StateStoreCustomSumMetric("pyrocks.snapshot_files_uploaded", "pyrocks: snapshot files uploaded"),
-    StateStoreCustomSizeMetric("pyrocks.snapshot_bytes_uploaded", "pyrocks: snapshot bytes uploaded"),
-    StateStoreCustomSumMetric("pyrocks.snapshot_files_reused", "pyrocks: snapshot files reused"),
-    StateStoreCustomSizeMetric("pyrocks.snapshot_bytes_reused", "pyrocks: snapshot bytes reused"),
-    StateStoreCustomSumMetric("pyrocks.snapshot_failures", "pyrocks: snapshot uploads failed"),
-    StateStoreCustomSumMetric("pyrocks.forced_snapshots", "pyrocks: snapshots forced by the replay bound"),
-    StateStoreCustomSumMetric("pyrocks.upload_lag_versions", "pyrocks: versions not yet in a snapshot"),
-    StateStoreCustomTimingMetric("pyrocks.load_ms", "pyrocks: time to load versions (ms)"),
-    StateStoreCustomSumMetric("pyrocks.replayed_versions", "pyrocks: changelogs replayed at load"),
-    StateStoreCustomSumMetric("pyrocks.rebuilds", "pyrocks: working copies rebuilt"),
-    StateStoreCustomSumMetric("pyrocks.lost_publish_races", "pyrocks: commits won by another attempt"),
-    StateStoreCustomSumMetric("pyrocks.gc_files_deleted", "pyrocks: files deleted by GC"),
-    StateStoreCustomSumMetric("pyrocks.round_trips", "pyrocks: requests answered by the worker"))
 }

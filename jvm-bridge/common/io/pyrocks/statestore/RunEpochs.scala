@@ -21,7 +21,7 @@ import org.apache.spark.sql.streaming.StreamingQueryListener._
  * created without overwrite. A store publishes every version under its run's epoch, so a
  * later run supersedes what an earlier one published for the same version (the user
  * rewound the checkpoint: the batch runs again, as Spark's own providers overwrite it) and
- * a zombie attempt of an earlier run can never replace it (state_store/manifest.py).
+ * a zombie attempt of an earlier run can never replace it (state_store/format/manifest.py).
  *
  * The driver registers each run as it starts, before its first batch (`RunEpochListener`):
  * one writer, so numbers never collide. A provider looks its run up; where no listener

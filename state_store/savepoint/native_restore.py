@@ -107,7 +107,7 @@ def _restore_store(src: Source, key: str, out: Storage, record: RestoreRecord,
             copy_version(store, src.version, target, claim=False)
         return Seed(record.query_id, src.url, src.version, NO_CLAIM)
     plan = store.plan_load(src.version)
-    for ref in plan.files:
+    for ref in plan.copied_files:
         store.storage_of(ref).verify(file_path(ref.name), ref.written,
                                      f"store {key} of {src.url}")
     return Seed(record.query_id, src.url, src.version, CLAIM, source_root=src.stores[key].url,
