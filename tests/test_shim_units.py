@@ -1,11 +1,14 @@
 """The shim's own behaviour, checked in the JVM on its real classes (tests/jvm/, compiled
-against the pyspark jars and the shim jar like the shim itself): one JVM per check, with
-real worker processes where a check needs them. A failing check prints why."""
+against the pyspark jars and the shim jar like the shim itself), with real worker processes
+where a check needs them. The checks of one group run in one JVM, each in a directory of its
+own and with every worker pool stopped after it; each check is still one pytest result, and
+a failing one shows its own output."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -17,124 +20,91 @@ CHECKS_SOURCES = Path(__file__).resolve().parent / "jvm"
 CHECKS_CLASS = "io.pyrocks.statestore.ShimChecks"
 REPO = Path(state_store.__file__).resolve().parent.parent
 
+# The checks of each JVM, as tests/jvm/ groups them.
+CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
+         "family-and-key-never-collide", "reclaim-during-scan-keeps-listings-exact",
+         "key-filter-charged-to-budget", "key-filter-dropped-under-pressure",
+         "key-filter-growth-never-overflows")
+WRITERS = ("second-writer-waits-then-fails", "second-writer-never-mixes-writes",
+           "reader-waits-for-writer", "abort-always-leaves-store-aborted",
+           "interrupt-is-not-a-dead-worker", "open-spec-names-query-and-writer")
+DEADLINES = ("request-deadline-on-silent-server", "hung-worker-is-killed-and-replaced",
+             "maintenance-request-has-deadline")
+FINISH = ("finish-query-matches-its-checkpoint-only",
+          "finish-query-skips-writers-and-closed-providers",
+          "finish-query-names-every-failed-store")
+REPLAY = ("load-empty-publishes-a-first-version", "change-feed-lists-each-version-in-order",
+          "replay-from-a-snapshot-equals-a-load")
+
+
+@dataclass
+class ShimChecks:
+    """Runs each group of checks once, in one JVM, when the first of its checks is asked."""
+
+    classpath: str
+    work: Path
+    outputs: dict[str, str] = field(default_factory=dict)  # check -> its part of stdout
+    stderr: dict[tuple[str, ...], str] = field(default_factory=dict)
+
+    def assert_passed(self, group: tuple[str, ...], name: str) -> None:
+        if group not in self.stderr:
+            self._run(group)
+        output = self.outputs.get(name, "(the JVM ended before the check ran)")
+        assert output.rstrip().endswith(f"PASS {name}"), (
+            f"check {name} failed:\n{output[-4000:]}\n{self.stderr[group][-8000:]}")
+
+    def _run(self, group: tuple[str, ...]) -> None:
+        done = subprocess.run(
+            [bridge.java_executable(), "-cp", self.classpath, CHECKS_CLASS,
+             str(self.work / f"g{len(self.stderr)}"), sys.executable, str(REPO), *group],
+            capture_output=True, text=True, timeout=1800,  # a hang guard only
+        )
+        self.stderr[group] = f"(exit {done.returncode})\n{done.stderr}"
+        for part in done.stdout.split("BEGIN ")[1:]:
+            name, _, rest = part.partition("\n")
+            self.outputs[name] = rest
+
 
 @pytest.fixture(scope="module")
-def classpath() -> str:
+def checks(tmp_path_factory: pytest.TempPathFactory) -> ShimChecks:
     shim = bridge.jar_path()
-    checks = bridge.jar_path(CHECKS_SOURCES, name="pyrocks-shim-checks", classpath=[shim])
-    return bridge.java_classpath([shim, checks])
+    jar = bridge.jar_path(CHECKS_SOURCES, name="pyrocks-shim-checks", classpath=[shim])
+    return ShimChecks(bridge.java_classpath([shim, jar]), tmp_path_factory.mktemp("checks"))
 
 
-def run_check(name: str, classpath: str, work: Path) -> None:
-    done = subprocess.run(
-        [bridge.java_executable(), "-cp", classpath, CHECKS_CLASS, name, str(work),
-         sys.executable, str(REPO)],
-        capture_output=True, text=True, timeout=900,  # a hang guard only
-    )
-    assert done.returncode == 0 and f"PASS {name}" in done.stdout, (
-        f"check {name} failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n"
-        f"{done.stderr[-8000:]}"
-    )
+@pytest.mark.parametrize("name", CACHE)
+def test_read_cache_and_key_filter(checks: ShimChecks, name: str) -> None:
+    checks.assert_passed(CACHE, name)
 
 
-# ---- read cache and key filter -------------------------------------------------------------
+@pytest.mark.parametrize("name", WRITERS)
+def test_one_writer_per_working_copy_abort_and_interrupts(checks: ShimChecks,
+                                                          name: str) -> None:
+    checks.assert_passed(WRITERS, name)
 
 
-def test_lost_publish_race_invalidates_the_read_cache(classpath: str, tmp_path: Path) -> None:
-    run_check("lost-race-invalidates-cache", classpath, tmp_path)
+@pytest.mark.parametrize("name", DEADLINES)
+def test_deadlines(checks: ShimChecks, name: str) -> None:
+    checks.assert_passed(DEADLINES, name)
 
 
-def test_reconnect_invalidates_the_read_cache(classpath: str, tmp_path: Path) -> None:
-    run_check("reconnect-invalidates-cache", classpath, tmp_path)
+@pytest.mark.parametrize("name", FINISH)
+def test_finishing_the_stores_of_a_stopped_query(checks: ShimChecks, name: str) -> None:
+    checks.assert_passed(FINISH, name)
 
 
-def test_family_and_key_never_collide_in_the_cache(classpath: str, tmp_path: Path) -> None:
-    run_check("family-and-key-never-collide", classpath, tmp_path)
+@pytest.mark.parametrize("name", REPLAY)
+def test_versions_from_nothing_the_change_feed_and_replay(checks: ShimChecks,
+                                                          name: str) -> None:
+    checks.assert_passed(REPLAY, name)
 
 
-def test_reclaim_during_a_scan_keeps_listings_exact(classpath: str, tmp_path: Path) -> None:
-    run_check("reclaim-during-scan-keeps-listings-exact", classpath, tmp_path)
-
-
-def test_key_filter_is_charged_to_the_budget(classpath: str, tmp_path: Path) -> None:
-    run_check("key-filter-charged-to-budget", classpath, tmp_path)
-
-
-def test_key_filter_is_dropped_under_pressure(classpath: str, tmp_path: Path) -> None:
-    run_check("key-filter-dropped-under-pressure", classpath, tmp_path)
-
-
-def test_key_filter_growth_never_overflows(classpath: str, tmp_path: Path) -> None:
-    run_check("key-filter-growth-never-overflows", classpath, tmp_path)
-
-
-# ---- one writer per working copy, abort, interrupts ----------------------------------------
-
-
-def test_second_writer_waits_then_fails(classpath: str, tmp_path: Path) -> None:
-    run_check("second-writer-waits-then-fails", classpath, tmp_path)
-
-
-def test_second_writer_never_mixes_writes(classpath: str, tmp_path: Path) -> None:
-    run_check("second-writer-never-mixes-writes", classpath, tmp_path)
-
-
-def test_reader_waits_for_the_writer(classpath: str, tmp_path: Path) -> None:
-    run_check("reader-waits-for-writer", classpath, tmp_path)
-
-
-def test_abort_always_leaves_the_store_aborted(classpath: str, tmp_path: Path) -> None:
-    run_check("abort-always-leaves-store-aborted", classpath, tmp_path)
-
-
-def test_interrupt_is_not_a_dead_worker(classpath: str, tmp_path: Path) -> None:
-    run_check("interrupt-is-not-a-dead-worker", classpath, tmp_path)
-
-
-def test_open_spec_names_query_and_writer(classpath: str, tmp_path: Path) -> None:
-    run_check("open-spec-names-query-and-writer", classpath, tmp_path)
-
-
-# ---- deadlines -----------------------------------------------------------------------------
-
-
-def test_request_deadline_on_a_silent_server(classpath: str, tmp_path: Path) -> None:
-    run_check("request-deadline-on-silent-server", classpath, tmp_path)
-
-
-def test_hung_worker_is_killed_and_replaced(classpath: str, tmp_path: Path) -> None:
-    run_check("hung-worker-is-killed-and-replaced", classpath, tmp_path)
-
-
-def test_maintenance_requests_have_the_deadline(classpath: str, tmp_path: Path) -> None:
-    run_check("maintenance-request-has-deadline", classpath, tmp_path)
-
-
-# ---- finishing the stores of a stopped query (finishQuery) ---------------------------------
-
-
-def test_finish_query_matches_its_checkpoint_only(classpath: str, tmp_path: Path) -> None:
-    run_check("finish-query-matches-its-checkpoint-only", classpath, tmp_path)
-
-
-def test_finish_query_skips_writers_and_closed_providers(classpath: str, tmp_path: Path) -> None:
-    run_check("finish-query-skips-writers-and-closed-providers", classpath, tmp_path)
-
-
-def test_finish_query_names_every_failed_store(classpath: str, tmp_path: Path) -> None:
-    run_check("finish-query-names-every-failed-store", classpath, tmp_path)
-
-
-# ---- versions from nothing, the change feed, replay from a snapshot ------------------------
-
-
-def test_load_empty_publishes_a_first_version(classpath: str, tmp_path: Path) -> None:
-    run_check("load-empty-publishes-a-first-version", classpath, tmp_path)
-
-
-def test_change_feed_lists_each_version_in_order(classpath: str, tmp_path: Path) -> None:
-    run_check("change-feed-lists-each-version-in-order", classpath, tmp_path)
-
-
-def test_replay_from_a_snapshot_equals_a_load(classpath: str, tmp_path: Path) -> None:
-    run_check("replay-from-a-snapshot-equals-a-load", classpath, tmp_path)
+def test_every_check_of_the_jvm_side_runs_here() -> None:
+    """A check added in tests/jvm/ must be in a group above, or it would never run."""
+    names = set()
+    for source in CHECKS_SOURCES.rglob("*Checks.scala"):
+        text = source.read_text()
+        if "val all:" in text:
+            table = text[text.index("val all:"):].split(")\n", 1)[0]
+            names |= {line.split('"')[1] for line in table.splitlines() if " -> " in line}
+    assert names == {*CACHE, *WRITERS, *DEADLINES, *FINISH, *REPLAY}

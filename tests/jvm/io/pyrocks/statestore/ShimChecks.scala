@@ -14,11 +14,14 @@ import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{LongType, StructType}
 
 /**
- * The shim's own checks, run one per JVM by `tests/test_shim_units.py` (ScalaTest is not
- * available): `ShimChecks <check> <work dir> <python> <python path>` prints `PASS <check>`
- * and exits 0, or prints why it failed and exits 1. They drive the real classes: providers
- * on real worker processes, the real read cache and connection. They live in the shim's
- * package to reach what it keeps `private[statestore]`.
+ * The shim's own checks, run a group per JVM by `tests/test_shim_units.py` (ScalaTest is not
+ * available): `ShimChecks <work dir> <python> <python path> <check>...` runs each check in
+ * turn, in a directory of its own under the work dir and with every worker pool stopped
+ * after it (so no check sees another's providers, pools or files), and prints
+ * `BEGIN <check>`, then `PASS <check>` or why it failed and `FAIL <check>: <error>`. It exits
+ * 0 when every check passed. They drive the real classes: providers on real worker
+ * processes, the real read cache and connection. They live in the shim's package to reach
+ * what it keeps `private[statestore]`.
  */
 object ShimChecks {
   private val checks: Map[String, Fixture => Unit] =
@@ -26,25 +29,37 @@ object ShimChecks {
       ReplayChecks.all
 
   def main(args: Array[String]): Unit = {
-    val Array(name, work, python, pythonPath) = args
-    val check = checks.getOrElse(name, {
-      System.err.println(s"no check '$name'; known: ${checks.keys.toSeq.sorted.mkString(", ")}")
+    val (work, python, pythonPath, names) = (args(0), args(1), args(2), args.toSeq.drop(3))
+    val unknown = names.filterNot(checks.contains)
+    if (names.isEmpty || unknown.nonEmpty) {
+      System.err.println(s"no check '${unknown.mkString("', '")}'; known: " +
+        checks.keys.toSeq.sorted.mkString(", "))
       sys.exit(2)
-    })
+    }
+    // Short directory names: some checks bind Unix sockets there (about 104 bytes at most).
+    val failed = names.zipWithIndex.filterNot { case (name, i) =>
+      run(name, Paths.get(work).resolve(s"c$i"), python, pythonPath)
+    }
+    sys.exit(if (failed.isEmpty) 0 else 1)
+  }
+
+  private def run(name: String, work: Path, python: String, pythonPath: String): Boolean = {
+    println(s"BEGIN $name")
     val outcome = try {
-      check(new Fixture(Paths.get(work), python, pythonPath))
+      checks(name)(new Fixture(Files.createDirectories(work), python, pythonPath))
       None
     } catch { case e: Throwable => Some(e) }
+    Thread.interrupted()  // a check that interrupts its own thread leaves no flag behind
     WorkerPool.shutdown()
     outcome match {
       case None =>
         println(s"PASS $name")
-        sys.exit(0)
       case Some(e) =>
-        e.printStackTrace()
+        e.printStackTrace(System.out)
         println(s"FAIL $name: $e")
-        sys.exit(1)
     }
+    System.out.flush()
+    outcome.isEmpty
   }
 }
 
