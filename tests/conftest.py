@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from harness import HDFS, PROVIDER_KEY, Outputs, SavedRun, saved_run
 from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
     S3Endpoint,
     pyrocks_session,
 )
+from streaming_queries import QUERIES
 
 # Spark's Python workers (UDFs, applyInPandasWithState) import test helpers by name too.
 _TESTS = str(Path(__file__).resolve().parent)
@@ -37,3 +39,16 @@ def s3() -> Iterator[S3Endpoint]:
     endpoint = S3Endpoint()
     yield endpoint
     endpoint.stop()
+
+
+@pytest.fixture(scope="session")
+def hdfs_run(tmp_path_factory: pytest.TempPathFactory) -> SavedRun:
+    """Every catalogue query, 8 batches on Spark's HDFS provider, restarted after batch 3:
+    computed once per session, the reference that correctness, savepoint and migration
+    tests compare with, and the source run a migration from HDFS resumes."""
+    return saved_run(QUERIES, tmp_path_factory.mktemp("hdfs"), {PROVIDER_KEY: HDFS})
+
+
+@pytest.fixture(scope="session")
+def hdfs_reference(hdfs_run: SavedRun) -> Outputs:
+    return hdfs_run.outputs

@@ -9,7 +9,9 @@ query and the SparkSession stop; a NEW session resumes every query from its chec
 from __future__ import annotations
 
 import itertools
+import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -46,13 +48,16 @@ def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],
                 master: str = "local[2]", batches: int = 8,
                 restart_after: int | Sequence[int] = 4,
                 after_batch: Callable[[int], None] | None = None,
-                between_phases: Callable[[int], None] | None = None) -> Outputs:
+                between_phases: Callable[[int], None] | None = None,
+                first_batch: int = 0) -> Outputs:
     """`after_batch(i)` runs once every query has processed batch i (e.g. to kill an
     executor between batches); `between_phases(i)` runs before phase i > 0 starts, with
-    every query and its session stopped (e.g. to move or restore checkpoints)."""
+    every query and its session stopped (e.g. to move or restore checkpoints).
+    `first_batch` > 0 resumes queries whose work (inputs and checkpoints) ran the batches
+    before it already (see `SavedRun`)."""
     outputs: Outputs = {spec.name: {} for spec in specs}
     cuts = [restart_after] if isinstance(restart_after, int) else list(restart_after)
-    bounds = [0, *cuts, batches]
+    bounds = [first_batch, *(c for c in cuts if c > first_batch), batches]
     for index, (first, end) in enumerate(itertools.pairwise(bounds)):
         if index > 0 and between_phases is not None:
             between_phases(index)
@@ -77,6 +82,57 @@ def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],
 
 def checkpoint_of(work: Path, spec: QuerySpec) -> Path:
     return work / spec.name / "checkpoint"
+
+
+def last_commit(checkpoint: Path) -> int:
+    return max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """Queries run batch by batch on one provider and restarted after `cut` batches, with
+    each query's work (its input and checkpoint) saved as it was at the restart: a run that
+    would repeat those first batches (a migration's source run is a reference's first half)
+    resumes from a copy instead."""
+
+    outputs: Outputs
+    ran_in: Path
+    saved: Path
+    cut: int
+
+    def resume_in(self, work: Path, specs: Sequence[QuerySpec]) -> None:
+        """Copies the saved work of `specs` under `work`, moved as a user moves a query with
+        its input: the file source's log is made to name the input files where they are
+        now (it knows files by path; Hadoop's checksum files of what changed go)."""
+        for spec in specs:
+            shutil.copytree(self.saved / spec.name, work / spec.name)
+            old, new = (str(w / spec.name / "input") for w in (self.ran_in, work))
+            for log in (checkpoint_of(work, spec) / "sources").rglob("*"):
+                if log.is_file() and not log.name.startswith("."):
+                    log.write_text(log.read_text().replace(old, new))
+                    log.with_name(f".{log.name}.crc").unlink(missing_ok=True)
+
+    def before_cut(self, name: str) -> int:
+        """The last batch the saved checkpoint of query `name` committed."""
+        return last_commit(self.saved / name / "checkpoint")
+
+    def up_to_cut(self, names: Sequence[str]) -> Outputs:
+        """The outputs of the batches that ran before the cut."""
+        return {n: {b: rows for b, rows in self.outputs[n].items() if b <= self.before_cut(n)}
+                for n in names}
+
+
+def saved_run(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str], cut: int = 4,
+              batches: int = 8) -> SavedRun:
+    ran_in, saved = work / "run", work / "saved"
+
+    def save(_: int) -> None:
+        for spec in specs:
+            shutil.copytree(ran_in / spec.name, saved / spec.name)
+
+    outputs = run_queries(specs, ran_in, conf, batches=batches, restart_after=cut,
+                          between_phases=save)
+    return SavedRun(outputs, ran_in, saved, cut)
 
 
 def start_query(spark: SparkSession, spec: QuerySpec, work: Path, sink: dict[int, list[str]],

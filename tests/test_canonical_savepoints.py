@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow.parquet as pq
@@ -26,10 +27,12 @@ from harness import (
     HDFS,
     PROVIDER_KEY,
     Outputs,
+    SavedRun,
     assert_same_outputs,
     checkpoint_of,
     make_spark,
     run_queries,
+    saved_run,
     start_query,
 )
 from pyrocks_support import pyrocks_conf
@@ -56,40 +59,55 @@ def shifted(outputs: Outputs, added: dict[str, int]) -> Outputs:
             for name, batches in outputs.items()}
 
 
-def canonical_migration(work: Path, names: list[str], conf: dict[str, str], *,
-                        partitions: int | None = None, provider: str = "pyrocks") -> Outputs:
-    """Runs `names` for 4 batches under `conf`, takes a canonical savepoint of each, restores
-    it over the checkpoint's place, and runs 4 more batches there."""
-    specs = [BY_NAME[n] for n in names]
+def migrate(work: Path, specs: Sequence[QuerySpec], conf: dict[str, str], *,
+            partitions: int | None = None, provider: str = "pyrocks",
+            check: Callable[[SparkSession, QuerySpec, Path, int], None] | None = None
+            ) -> dict[str, int]:
+    """Takes a canonical savepoint of each query's checkpoint under `work` and restores it
+    over the checkpoint's place (`check(spark, spec, savepoint, batch)` looks at each
+    restored checkpoint); the batch each restore added, by query."""
     added: dict[str, int] = {}
+    spark = make_spark(conf)
+    try:
+        for spec in specs:
+            checkpoint = checkpoint_of(work, spec)
+            target = work / spec.name / "canonical"
+            info = savepoint(str(checkpoint), str(target), format="canonical", spark=spark)
+            assert info.format == "canonical"
+            added[spec.name] = info.batch + 1
+            checkpoint.rename(work / spec.name / "original")
+            restore(str(target), str(checkpoint), partitions=partitions, provider=provider,
+                    spark=spark)
+            if check is not None:
+                check(spark, spec, target, info.batch)
+    finally:
+        spark.stop()
+    return added
 
-    def savepoint_and_restore(_: int) -> None:
-        spark = make_spark(conf)
-        try:
-            for spec in specs:
-                checkpoint = checkpoint_of(work, spec)
-                target = work / spec.name / "canonical"
-                info = savepoint(str(checkpoint), str(target), format="canonical", spark=spark)
-                assert info.format == "canonical"
-                added[spec.name] = info.batch + 1
-                checkpoint.rename(work / spec.name / "original")
-                restore(str(target), str(checkpoint), partitions=partitions,
-                        provider=provider, spark=spark)
-        finally:
-            spark.stop()
 
-    outputs = run_queries(specs, work, conf, restart_after=SAVEPOINT_AFTER,
-                          between_phases=savepoint_and_restore)
-    return shifted(outputs, added)
+def run_migrated(work: Path, names: Sequence[str], conf: dict[str, str],
+                 source: SavedRun | None = None, **how: Any) -> Outputs:
+    """All 8 batches of `names`, migrated (`migrate`) after SAVEPOINT_AFTER of them: the
+    first batches resumed from `source`'s saved run, or run here under `conf`; numbered as
+    the original's (`shifted`)."""
+    specs = [BY_NAME[n] for n in names]
+    if source is None:
+        first = run_queries(specs, work, conf, batches=SAVEPOINT_AFTER, restart_after=[])
+    else:
+        assert source.cut == SAVEPOINT_AFTER
+        source.resume_in(work, specs)
+        first = source.up_to_cut(names)
+    added = migrate(work, specs, conf, **how)
+    rest = shifted(run_queries(specs, work, conf, first_batch=SAVEPOINT_AFTER), added)
+    return {n: {**first[n], **rest[n]} for n in names}
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
-    """Every query, all 8 batches on Spark's HDFS provider (restarted after batch 3, as the
-    migrations are). Outputs do not depend on the provider or the partition count: the
-    correctness suite proves both, and each test below also checks its own original."""
-    work = tmp_path_factory.mktemp("reference")
-    return run_queries(QUERIES, work, {PROVIDER_KEY: HDFS}, restart_after=SAVEPOINT_AFTER)
+def rocksdb_run(tmp_path_factory: pytest.TempPathFactory) -> SavedRun:
+    """Every query, 8 batches on Spark's RocksDB provider at 4 partitions, restarted after
+    batch 3: the source run of the migrations from RocksDB (to ours, and rescaled to 7)."""
+    return saved_run(QUERIES, tmp_path_factory.mktemp("rocksdb"),
+                     {PROVIDER_KEY: ROCKSDB, PARTITIONS_KEY: "4"}, cut=SAVEPOINT_AFTER)
 
 
 def restored_batch(checkpoint: Path) -> int:
@@ -102,23 +120,23 @@ def offsets_conf(checkpoint: Path, batch: int) -> dict[str, str]:
     return json.loads((checkpoint / "offsets" / str(batch)).read_text().splitlines()[1])["conf"]
 
 
-@pytest.fixture(scope="module")
-def rocksdb_reference(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
-    """Every query, all 8 batches on Spark's RocksDB provider, restarted after batch 3."""
-    work = tmp_path_factory.mktemp("rocksdb-reference")
-    return run_queries(QUERIES, work, {PROVIDER_KEY: ROCKSDB}, restart_after=SAVEPOINT_AFTER)
+def test_spark_rocksdb_source_run_answers_as_hdfs(rocksdb_run: SavedRun,
+                                                  hdfs_reference: Outputs) -> None:
+    """The source run the RocksDB migrations resume gives the HDFS reference's answers, at
+    its own partition count (outputs depend on neither)."""
+    assert_same_outputs(hdfs_reference, rocksdb_run.outputs)
 
 
-@pytest.mark.parametrize(("original", "reference_of"),
-                         [(ROCKSDB, "rocksdb_reference"), (HDFS, "reference")],
+@pytest.mark.parametrize("source", ["rocksdb_run", "hdfs_run"],
                          ids=["from_rocksdb", "from_hdfs"])
 def test_a_query_moves_from_a_spark_provider_onto_ours_with_the_same_answers(
-        tmp_path: Path, request: pytest.FixtureRequest, original: str,
-        reference_of: str) -> None:
+        tmp_path: Path, request: pytest.FixtureRequest, source: str) -> None:
     """Against the same queries running all 8 batches on their original provider."""
+    run: SavedRun = request.getfixturevalue(source)
+    original = ROCKSDB if source == "rocksdb_run" else HDFS
     conf = {**pyrocks_conf(tmp_path / "pool"), PROVIDER_KEY: original}
-    outputs = canonical_migration(tmp_path, [q.name for q in QUERIES], conf)
-    assert_same_outputs(request.getfixturevalue(reference_of), outputs)
+    names = [q.name for q in QUERIES]
+    assert_same_outputs(run.outputs, run_migrated(tmp_path, names, conf, run))
     for spec in QUERIES:
         checkpoint = checkpoint_of(tmp_path, spec)
         added = restored_batch(checkpoint)
@@ -160,41 +178,28 @@ def misrouted_rows(spark: SparkSession, checkpoint: Path, batch: int, savepoint_
     return problems
 
 
-@pytest.mark.parametrize(("original", "before", "after"), [(ROCKSDB, 4, 7), (None, 8, 3)],
+@pytest.mark.parametrize(("source", "before", "after"), [("rocksdb_run", 4, 7), (None, 8, 3)],
                          ids=["rocksdb_4_to_7", "ours_8_to_3"])
 def test_rescaling_routes_every_row_where_spark_does_and_keeps_the_answers(
-        tmp_path: Path, reference: Outputs, original: str | None, before: int,
-        after: int) -> None:
+        tmp_path: Path, request: pytest.FixtureRequest, hdfs_reference: Outputs,
+        source: str | None, before: int, after: int) -> None:
     conf = {**pyrocks_conf(tmp_path / "pool"), PARTITIONS_KEY: str(before)}
-    if original:
-        conf[PROVIDER_KEY] = original
+    if source:
+        conf[PROVIDER_KEY] = ROCKSDB
     checked: list[str] = []
-    added: dict[str, int] = {}
 
-    def check_routing(_: int) -> None:
-        spark = make_spark(conf)
-        try:
-            for name in RESCALED:
-                spec = BY_NAME[name]
-                checkpoint = checkpoint_of(tmp_path, spec)
-                target = tmp_path / name / "canonical"
-                batch = savepoint(str(checkpoint), str(target), format="canonical",
-                                  spark=spark).batch
-                added[name] = batch + 1
-                checkpoint.rename(tmp_path / name / "original")
-                restore(str(target), str(checkpoint), partitions=after, spark=spark)
-                assert offsets_conf(checkpoint, batch)[PARTITIONS_KEY] == str(before)
-                assert offsets_conf(checkpoint, batch + 1)[PARTITIONS_KEY] == str(after)
-                assert misrouted_rows(spark, checkpoint, batch + 1, target, after) == []
-                checked.append(name)
-        finally:
-            spark.stop()
+    def check_routing(spark: SparkSession, spec: QuerySpec, target: Path, batch: int) -> None:
+        checkpoint = checkpoint_of(tmp_path, spec)
+        assert offsets_conf(checkpoint, batch)[PARTITIONS_KEY] == str(before)
+        assert offsets_conf(checkpoint, batch + 1)[PARTITIONS_KEY] == str(after)
+        assert misrouted_rows(spark, checkpoint, batch + 1, target, after) == []
+        checked.append(spec.name)
 
-    specs = [BY_NAME[n] for n in RESCALED]
-    outputs = run_queries(specs, tmp_path, conf, restart_after=SAVEPOINT_AFTER,
-                          between_phases=check_routing)
+    outputs = run_migrated(tmp_path, RESCALED, conf,
+                           request.getfixturevalue(source) if source else None,
+                           partitions=after, check=check_routing)
     assert checked == list(RESCALED)
-    assert_same_outputs({n: reference[n] for n in RESCALED}, shifted(outputs, added))
+    assert_same_outputs({n: hdfs_reference[n] for n in RESCALED}, outputs)
 
 
 def test_round_trip_ours_canonical_ours_is_lossless(tmp_path: Path) -> None:
@@ -252,11 +257,11 @@ def test_an_interrupted_canonical_restore_is_completed_by_its_rerun(tmp_path: Pa
 
 
 def test_exit_path_restores_onto_spark_rocksdb_with_the_same_answers(
-        tmp_path: Path, reference: Outputs) -> None:
+        tmp_path: Path, hdfs_reference: Outputs) -> None:
     names = ["agg_update", "join_left_outer", "session_window", "apply_in_pandas_with_state"]
     conf = pyrocks_conf(tmp_path / "pool")
-    outputs = canonical_migration(tmp_path, names, conf, provider="rocksdb")
-    assert_same_outputs({n: reference[n] for n in names}, outputs)
+    outputs = run_migrated(tmp_path, names, conf, provider="rocksdb")
+    assert_same_outputs({n: hdfs_reference[n] for n in names}, outputs)
     for name in names:
         checkpoint = checkpoint_of(tmp_path, BY_NAME[name])
         assert offsets_conf(checkpoint, restored_batch(checkpoint))[PROVIDER_KEY] == ROCKSDB

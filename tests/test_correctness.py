@@ -11,9 +11,7 @@ import signal
 import uuid
 from pathlib import Path
 
-import pytest
-
-from harness import HDFS, PROVIDER_KEY, Outputs, assert_same_outputs, run_queries
+from harness import Outputs, assert_same_outputs, run_queries
 from pyrocks_support import S3Endpoint, children_of, java_children, pyrocks_conf
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
@@ -26,54 +24,47 @@ CLUSTER_SUBSET = ("agg_update", "join_left_outer", "session_window", "dedup_with
 S3_SUBSET = ("agg_complete", "join_inner", "window_append", "apply_in_pandas_with_state")
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
-    work = tmp_path_factory.mktemp("hdfs")
-    conf = {**pyrocks_conf(work / "pool"), PROVIDER_KEY: HDFS}
-    return run_queries(QUERIES, work, conf)
-
-
 def select(outputs: Outputs, names: tuple[str, ...]) -> Outputs:
     return {name: outputs[name] for name in names}
 
 
-def test_reference_exercises_every_operator(reference: Outputs) -> None:
-    for name, batches in reference.items():
+def test_reference_exercises_every_operator(hdfs_reference: Outputs) -> None:
+    for name, batches in hdfs_reference.items():
         assert len(batches) >= 8, f"{name}: only {len(batches)} micro-batches ran"
         assert any(batches.values()), f"{name}: no output at all"
         if name in WATERMARKED:  # state must be emitted or evicted by watermark mid-run
             assert any(rows for b, rows in batches.items() if b >= 2), name
 
 
-def test_local_mode_matches_hdfs(reference: Outputs, tmp_path: Path) -> None:
+def test_local_mode_matches_hdfs(hdfs_reference: Outputs, tmp_path: Path) -> None:
     ours = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool"))
-    assert_same_outputs(reference, ours)
+    assert_same_outputs(hdfs_reference, ours)
 
 
-def test_two_executor_jvms_match_hdfs(reference: Outputs, tmp_path: Path) -> None:
+def test_two_executor_jvms_match_hdfs(hdfs_reference: Outputs, tmp_path: Path) -> None:
     specs = [BY_NAME[name] for name in CLUSTER_SUBSET]
     ours = run_queries(specs, tmp_path, pyrocks_conf(tmp_path / "pool"),
                        master="local-cluster[2,1,1024]")
-    assert_same_outputs(select(reference, CLUSTER_SUBSET), ours)
+    assert_same_outputs(select(hdfs_reference, CLUSTER_SUBSET), ours)
 
 
-def test_without_read_cache_matches_hdfs(reference: Outputs, tmp_path: Path) -> None:
+def test_without_read_cache_matches_hdfs(hdfs_reference: Outputs, tmp_path: Path) -> None:
     """Every get goes to the worker: the cache must never be what makes outputs right."""
     ours = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool", readCacheMB=0))
-    assert_same_outputs(reference, ours)
+    assert_same_outputs(hdfs_reference, ours)
 
 
-def test_state_on_s3_matches_hdfs(reference: Outputs, s3: S3Endpoint, tmp_path: Path) -> None:
+def test_state_on_s3_matches_hdfs(hdfs_reference: Outputs, s3: S3Endpoint, tmp_path: Path) -> None:
     """Also with a 1 MiB read cache, which keeps overflowing and starting over."""
     specs = [BY_NAME[name] for name in S3_SUBSET]
     conf = pyrocks_conf(tmp_path / "pool", snapshotInterval=3, readCacheMB=1)
     conf[PREFIX + "rootUrl"] = s3.url(f"correctness-{uuid.uuid4().hex}")
     conf[PREFIX + "rootOptions"] = json.dumps(s3.options)
     ours = run_queries(specs, tmp_path, conf)
-    assert_same_outputs(select(reference, S3_SUBSET), ours)
+    assert_same_outputs(select(hdfs_reference, S3_SUBSET), ours)
 
 
-def test_partitions_moving_between_executors_match_hdfs(reference: Outputs,
+def test_partitions_moving_between_executors_match_hdfs(hdfs_reference: Outputs,
                                                         tmp_path: Path) -> None:
     """Two executor JVMs with no locality wait (a partition's task runs wherever a slot is
     free: A, then C, then A), snapshots every 2 versions, and one executor killed after
@@ -94,7 +85,7 @@ def test_partitions_moving_between_executors_match_hdfs(reference: Outputs,
 
     ours = run_queries(specs, tmp_path, conf, master="local-cluster[2,1,1024]",
                        after_batch=kill_an_executor)
-    assert_same_outputs(select(reference, CLUSTER_SUBSET), ours)
+    assert_same_outputs(select(hdfs_reference, CLUSTER_SUBSET), ours)
     assert killed
     moved = used_snapshot = 0
     for spec in specs:

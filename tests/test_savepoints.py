@@ -13,8 +13,6 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from harness import (
-    HDFS,
-    PROVIDER_KEY,
     Outputs,
     assert_same_outputs,
     checkpoint_of,
@@ -41,13 +39,6 @@ from state_store.savepoint import (
 from streaming_queries import BY_NAME, QUERIES, write_batch
 
 AGG = BY_NAME["agg_update"]
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
-    work = tmp_path_factory.mktemp("hdfs")
-    conf = {**pyrocks_conf(work / "pool"), PROVIDER_KEY: HDFS}
-    return run_queries(QUERIES, work, conf)
 
 
 def depends_on(checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -87,7 +78,7 @@ def files_under(directory: Path) -> dict[str, int]:
 
 
 def test_savepoint_delete_source_restore_no_claim_matches_hdfs(
-        reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        hdfs_reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """savepoint -> delete the source checkpoint -> restore no-claim -> delete the savepoint
     at once -> more batches, and a restart: identical to an uninterrupted run."""
     savepoints = tmp_path / "savepoints"
@@ -112,7 +103,7 @@ def test_savepoint_delete_source_restore_no_claim_matches_hdfs(
 
     ours = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool"),
                        restart_after=(4, 6), between_phases=between)
-    assert_same_outputs(reference, ours)
+    assert_same_outputs(hdfs_reference, ours)
     for spec in QUERIES:
         checkpoint = checkpoint_of(tmp_path, spec)
         assert json.loads((checkpoint / "metadata").read_text())["id"] == query_ids[spec.name]
@@ -146,7 +137,7 @@ def test_no_claim_restore_links_every_store_and_depends_on_nothing(
 
 
 def test_claim_owns_source_files_and_refuses_a_second_claim(
-        reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        hdfs_reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     conf = pyrocks_conf(tmp_path / "pool")
     work, new = tmp_path / "a", tmp_path / "claimed"
     run_queries([AGG], work, conf, batches=4, restart_after=[])
@@ -174,7 +165,7 @@ def test_claim_owns_source_files_and_refuses_a_second_claim(
         query.stop()
     finally:
         spark.stop()
-    want = {b: rows for b, rows in reference[AGG.name].items() if b >= 4}
+    want = {b: rows for b, rows in hdfs_reference[AGG.name].items() if b >= 4}
     assert outputs == want
     assert depends_on(new, capsys) == [str(source)]  # claimed records still retained
     claimed_logs, still_claimed = set(), set()
@@ -197,7 +188,7 @@ def test_claim_owns_source_files_and_refuses_a_second_claim(
 
 
 def test_fork_of_a_running_query_runs_beside_the_original(
-        reference: Outputs, tmp_path: Path) -> None:
+        hdfs_reference: Outputs, tmp_path: Path) -> None:
     """A savepoint of a running query (its latest committed batch, taken while it runs),
     restored twice: the two forks and the original run at once and all give the
     reference output; the savepoint added no batch to the original."""
@@ -226,16 +217,16 @@ def test_fork_of_a_running_query_runs_beside_the_original(
             query.stop()
     finally:
         spark.stop()
-    want = {b: rows for b, rows in reference[AGG.name].items() if b >= 4}
+    want = {b: rows for b, rows in hdfs_reference[AGG.name].items() if b >= 4}
     for name, sink in sinks.items():
         got = {b: rows for b, rows in sink.items() if b >= 4}
         assert got == want, name
     assert {b: rows for b, rows in sinks["orig"].items() if b < 4} == {
-        b: rows for b, rows in reference[AGG.name].items() if b < 4}
+        b: rows for b, rows in hdfs_reference[AGG.name].items() if b < 4}
 
 
 def test_stop_with_savepoint_drains_stops_and_resumes_exactly(
-        reference: Outputs, tmp_path: Path) -> None:
+        hdfs_reference: Outputs, tmp_path: Path) -> None:
     conf = pyrocks_conf(tmp_path / "pool")
     work, new = tmp_path / "orig", tmp_path / "restored"
     outputs: dict[int, list[str]] = {}
@@ -266,7 +257,7 @@ def test_stop_with_savepoint_drains_stops_and_resumes_exactly(
         query.stop()
     finally:
         spark.stop()
-    assert_same_outputs({AGG.name: reference[AGG.name]}, {AGG.name: {**outputs, **resumed}})
+    assert_same_outputs({AGG.name: hdfs_reference[AGG.name]}, {AGG.name: {**outputs, **resumed}})
 
 
 def test_inspect_verifies_a_savepoint_and_names_a_damaged_file(
@@ -399,7 +390,7 @@ def test_state_of_one_query_under_two_checkpoint_paths_is_refused(tmp_path: Path
 
 
 def test_no_claim_restore_of_a_query_with_a_root_url_stages_on_that_root(
-        reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        hdfs_reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """State under a rootUrl: the restore copies each store's version onto that root (not
     into the checkpoint), each store's first open moves it into place, and the output is
     the uninterrupted run's."""
@@ -417,5 +408,5 @@ def test_no_claim_restore_of_a_query_with_a_root_url_stages_on_that_root(
         assert depends_on(checkpoint, capsys) == []
 
     ours = run_queries([AGG], tmp_path, conf, restart_after=4, between_phases=between)
-    assert_same_outputs({AGG.name: reference[AGG.name]}, ours)
+    assert_same_outputs({AGG.name: hdfs_reference[AGG.name]}, ours)
     assert staged and not any(p.exists() for p in staged)  # moved into the stores' roots
