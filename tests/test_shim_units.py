@@ -35,6 +35,7 @@ FINISH = ("finish-query-matches-its-checkpoint-only",
           "finish-query-names-every-failed-store")
 REPLAY = ("load-empty-publishes-a-first-version", "change-feed-lists-each-version-in-order",
           "replay-from-a-snapshot-equals-a-load")
+SCANS = ("range-scan-lists-keys-in-value-order",)
 
 
 @dataclass
@@ -107,4 +108,9 @@ def test_every_check_of_the_jvm_side_runs_here() -> None:
         if "val all:" in text:
             table = text[text.index("val all:"):].split(")\n", 1)[0]
             names |= {line.split('"')[1] for line in table.splitlines() if " -> " in line}
-    assert names == {*CACHE, *WRITERS, *DEADLINES, *FINISH, *REPLAY}
+    assert names == {*CACHE, *WRITERS, *DEADLINES, *FINISH, *REPLAY, *SCANS}
+
+
+@pytest.mark.parametrize("name", SCANS)
+def test_range_scans(checks: ShimChecks, name: str) -> None:
+    checks.assert_passed(SCANS, name)

@@ -50,16 +50,25 @@ def shim_dir() -> Path:
     return Path(str(importlib.resources.files("state_store.jvm_bridge")))
 
 
-def compat_sources(version: str = pyspark.__version__) -> list[Path]:
+def compat_variants(version: str = pyspark.__version__) -> list[Path]:
     """For each concern in `compat/` (a directory of `since-X.Y` variants, each written
     for the release where Spark changed it), the newest variant not newer than `version`."""
     release = _release(version)
     chosen = []
     for concern in sorted(p for p in (shim_dir() / "compat").iterdir() if p.is_dir()):
         variants = {_release(v.name.removeprefix("since-")): v for v in concern.glob("since-*")}
-        since = max(r for r in variants if r <= release)
-        chosen.extend(sources(variants[since]))
+        chosen.append(variants[max(r for r in variants if r <= release)])
     return chosen
+
+
+def compat_sources(version: str = pyspark.__version__) -> list[Path]:
+    return [f for variant in compat_variants(version) for f in sources(variant)]
+
+
+def builds_like_main(version: str = pyspark.__version__) -> bool:
+    """Whether `version` compiles exactly the shim sources the main release does (the same
+    variant of every compat concern): then only Spark's classes differ, not our code."""
+    return compat_variants(version) == compat_variants(releases.MAIN)
 
 
 def shim_sources() -> list[Path]:
