@@ -60,6 +60,17 @@ def test_each_release_compiles_with_its_variant_of_each_concern(version: str,
     assert len(chosen) == len(since)  # one file per concern
 
 
+def test_the_matrix_knows_where_our_code_differs_from_the_main_release() -> None:
+    """.ci/spark-matrix runs each concern's Spark-level tests where its variant differs."""
+    assert bridge.concerns_unlike_main("4.0.5") == ["coordinator", "fine-grained-replay",
+                                                    "range-scan"]
+    assert bridge.concerns_unlike_main("4.1.4") == ["range-scan"]
+    assert bridge.concerns_unlike_main("4.2.1") == []
+    assert bridge.concerns_unlike_main(releases.MAIN) == []
+    matrix = (REPO / ".ci" / "spark-matrix").read_text()
+    assert all(f"*{concern}*)" in matrix for concern in bridge.concerns_unlike_main("4.0.5"))
+
+
 @pytest.mark.parametrize("version", ["3.5.3", "4.4.0.dev1", "5.0.0", "dev"])
 def test_an_unsupported_pyspark_is_named(version: str) -> None:
     with pytest.raises(bridge.ShimBuildError, match=rf"pyspark {version} is not supported: "

@@ -65,10 +65,12 @@ def compat_sources(version: str = pyspark.__version__) -> list[Path]:
     return [f for variant in compat_variants(version) for f in sources(variant)]
 
 
-def builds_like_main(version: str = pyspark.__version__) -> bool:
-    """Whether `version` compiles exactly the shim sources the main release does (the same
-    variant of every compat concern): then only Spark's classes differ, not our code."""
-    return compat_variants(version) == compat_variants(releases.MAIN)
+def concerns_unlike_main(version: str = pyspark.__version__) -> list[str]:
+    """The compat concerns `version` compiles another variant of than the main release
+    (releases.MAIN) does: where our code, not only Spark's classes, differs by release."""
+    return [ours.parent.name for ours, main in
+            zip(compat_variants(version), compat_variants(releases.MAIN), strict=True)
+            if ours != main]
 
 
 def shim_sources() -> list[Path]:
