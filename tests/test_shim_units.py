@@ -73,31 +73,19 @@ def checks(tmp_path_factory: pytest.TempPathFactory) -> ShimChecks:
     return ShimChecks(bridge.java_classpath([shim, jar]), tmp_path_factory.mktemp("checks"))
 
 
-@pytest.mark.parametrize("name", CACHE)
-def test_read_cache_and_key_filter(checks: ShimChecks, name: str) -> None:
-    checks.assert_passed(CACHE, name)
+GROUPS = {"read cache and key filter": CACHE,
+          "one writer per working copy, abort, interrupts": WRITERS,
+          "deadlines": DEADLINES,
+          "finishing the stores of a stopped query": FINISH,
+          "versions from nothing, the change feed, replay": REPLAY,
+          "range scans": SCANS}
 
 
-@pytest.mark.parametrize("name", WRITERS)
-def test_one_writer_per_working_copy_abort_and_interrupts(checks: ShimChecks,
-                                                          name: str) -> None:
-    checks.assert_passed(WRITERS, name)
-
-
-@pytest.mark.parametrize("name", DEADLINES)
-def test_deadlines(checks: ShimChecks, name: str) -> None:
-    checks.assert_passed(DEADLINES, name)
-
-
-@pytest.mark.parametrize("name", FINISH)
-def test_finishing_the_stores_of_a_stopped_query(checks: ShimChecks, name: str) -> None:
-    checks.assert_passed(FINISH, name)
-
-
-@pytest.mark.parametrize("name", REPLAY)
-def test_versions_from_nothing_the_change_feed_and_replay(checks: ShimChecks,
-                                                          name: str) -> None:
-    checks.assert_passed(REPLAY, name)
+@pytest.mark.parametrize(("group", "name"),
+                         [(group, name) for group in GROUPS.values() for name in group],
+                         ids=[name for group in GROUPS.values() for name in group])
+def test_jvm_check(checks: ShimChecks, group: tuple[str, ...], name: str) -> None:
+    checks.assert_passed(group, name)
 
 
 def test_every_check_of_the_jvm_side_runs_here() -> None:
@@ -108,9 +96,4 @@ def test_every_check_of_the_jvm_side_runs_here() -> None:
         if "val all:" in text:
             table = text[text.index("val all:"):].split(")\n", 1)[0]
             names |= {line.split('"')[1] for line in table.splitlines() if " -> " in line}
-    assert names == {*CACHE, *WRITERS, *DEADLINES, *FINISH, *REPLAY, *SCANS}
-
-
-@pytest.mark.parametrize("name", SCANS)
-def test_range_scans(checks: ShimChecks, name: str) -> None:
-    checks.assert_passed(SCANS, name)
+    assert names == {name for group in GROUPS.values() for name in group}
