@@ -45,9 +45,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import faulty_fs
 from faulty_fs import FUSE, SimulatedCrash
+from load_inputs import Inputs, load_inputs, present_files
 from state_store.errors import StateStoreError, UnsupportedStorageError
 from state_store.format import gc, lineage, records
-from state_store.format.manifest import FILES_DIR, file_path
+from state_store.format.manifest import file_path
 from state_store.format.records import Op
 from state_store.format.storage import Storage, open_storage
 from state_store.format.store_root import StoreRoot, query_dir
@@ -101,7 +102,7 @@ class ManyWriters(RuleBasedStateMachine):
         self.published: dict[tuple[int, int], Contents] = {(0, 0): {}}  # (version, epoch)
         self.latest = 0  # the current run's newest version
         self.epoch = 1
-        self.proven: set[tuple[int, str, tuple[bool, ...], str]] = set()  # loads checked
+        self.proven: set[Inputs] = set()  # loads checked (load_inputs.py)
 
     def base_url(self) -> str:
         raise NotImplementedError
@@ -402,11 +403,11 @@ class ManyWriters(RuleBasedStateMachine):
         if not hasattr(self, "base"):
             return
         checkpoint = self.checkpoint()
-        present = set(checkpoint.storage.names(FILES_DIR))  # one listing, not a stat per file
+        present = present_files(checkpoint)
         for version in checkpoint.versions():
             assert lineage.chain_gap(checkpoint.read_manifest(version)) is None
             want = self.visible(version)
-            proof = self.load_inputs(checkpoint, version, want, present)
+            proof = load_inputs(checkpoint, version, want, present)
             if proof is not None and proof in self.proven:
                 continue
             reader = self.new_store()
@@ -418,21 +419,6 @@ class ManyWriters(RuleBasedStateMachine):
             assert got == want, f"version {version}"
             if proof is not None:
                 self.proven.add(proof)
-
-    def load_inputs(self, checkpoint: StoreRoot, version: int, want: Contents,
-                    present: set[str]) -> tuple[int, str, tuple[bool, ...], str] | None:
-        """Everything a load of `version` depends on, and the answer it must give: its
-        candidate plans as the records read now, which of their files exist (data files
-        are immutable), and the expected contents. A load is deterministic in these, so a
-        load checked once with the same inputs need not run again after every step (it
-        was most of the model's time); any change in records, files or expectation is
-        loaded anew. None: no plan at all, which only a real load reports."""
-        try:
-            plans = checkpoint.load_plans(version)
-        except StateStoreError:
-            return None
-        exists = tuple(ref.name in present for plan in plans for ref in plan.files)
-        return version, repr(plans), exists, repr(sorted(want.items()))
 
     @invariant()
     def referenced_files_exist(self) -> None:
