@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from harness import PROVIDER_KEY, checkpoint_of, make_spark, run_queries
+from harness import PROVIDER_KEY, checkpoint_of, last_commit, make_spark, run_queries
 from pyrocks_support import pyrocks_conf
 from state_store.format.manifest import parse_snapshot_name
 from streaming_queries import BY_NAME
@@ -61,18 +61,14 @@ def common_snapshots(checkpoint: Path, op: int, store: str) -> set[int]:
     return set.intersection(*found)
 
 
-def last_batch(checkpoint: Path) -> int:
-    return max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_change_feed_equals_spark_rocksdb(runs: dict[str, Path], name: str,
                                           tmp_path: Path) -> None:
     spark = make_spark(pyrocks_conf(tmp_path / "pool"))
     try:
         theirs, ours = (checkpoint_of(runs[p], BY_NAME[name]) for p in ("rocksdb", "pyrocks"))
-        assert last_batch(theirs) == last_batch(ours)
-        end = last_batch(ours)
+        assert last_commit(theirs) == last_commit(ours)
+        end = last_commit(ours)
         found = stores(spark, ours)
         assert found == stores(spark, theirs)
         compared = 0
@@ -95,7 +91,7 @@ def test_snapshot_start_batch_replays_to_the_same_state(runs: dict[str, Path],
     try:
         for name in NAMES:
             checkpoint = checkpoint_of(runs["pyrocks"], BY_NAME[name])
-            end = last_batch(checkpoint)
+            end = last_commit(checkpoint)
             for op, store in stores(spark, checkpoint):
                 # Spark's state version of batch b is b + 1
                 snapshot_batch = max(v for v in common_snapshots(checkpoint, op, store)
