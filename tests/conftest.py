@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from benchmarks.emulators import Azurite, FakeGcs, LoopbackServer
 from harness import HDFS, PROVIDER_KEY, Outputs, SavedRun, saved_run
 from pyrocks_support import (
     MAINTENANCE_INTERVAL,
@@ -39,6 +40,30 @@ def s3() -> Iterator[S3Endpoint]:
     endpoint = S3Endpoint()
     yield endpoint
     endpoint.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Azurite]:
+    server = Azurite()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_gcs() -> Iterator[FakeGcs]:
+    server = FakeGcs()
+    yield server
+    server.stop()
+
+
+OBJECT_STORES = {"s3": "s3", "azure": "azurite", "gcs": "fake_gcs"}
+
+
+@pytest.fixture(params=sorted(OBJECT_STORES))
+def object_store(request: pytest.FixtureRequest) -> LoopbackServer:
+    """Each object store on loopback in turn (S3, Azure, GCS): the same interface
+    (`url`, `options`, `options_at`, `hadoop_url`, `hadoop`, `filesystem`)."""
+    return request.getfixturevalue(OBJECT_STORES[request.param])
 
 
 @pytest.fixture(scope="session")

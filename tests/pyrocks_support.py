@@ -132,16 +132,19 @@ class S3Endpoint(MotoServer):
     bucket = "pyrocks-test"
 
 
-class S3Relay:
-    """A loopback proxy in front of the moto server that records every request (method,
-    path, headers) and may drop headers on the way: with `drop=("if-none-match",)` it is an
-    S3-compatible endpoint that accepts conditional writes and ignores them, as some do."""
+class HttpRelay:
+    """A loopback proxy in front of an object-store server that records every request
+    (method, path, headers) and may drop headers or query parameters on the way: with
+    `drop=("if-none-match",)` it is an S3 or Azure endpoint that accepts conditional writes
+    and ignores them, as some do; with `drop_query=("ifGenerationMatch",)` a GCS one."""
 
-    def __init__(self, upstream: S3Endpoint, drop: tuple[str, ...] = ()) -> None:
+    def __init__(self, upstream: Any, drop: tuple[str, ...] = (),
+                 drop_query: tuple[str, ...] = ()) -> None:
         target = ("127.0.0.1", upstream.port)
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         dropped = {"host", *drop}
         log = self.requests
+        relay = self
 
         class Forward(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -149,17 +152,24 @@ class S3Relay:
             def _relay(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
-                log.append((self.command, self.path, {k.lower(): v for k, v in headers.items()}))
+                # A URL naming the service (Azure's copy source) names it as the service
+                # knows itself, not as the client reached it.
+                headers = {k: v.replace(relay.endpoint, upstream.endpoint)
+                           for k, v in self.headers.items() if k.lower() not in dropped}
+                path = _without_query(self.path, drop_query)
+                log.append((self.command, path, {k.lower(): v for k, v in headers.items()}))
                 conn = http.client.HTTPConnection(*target, timeout=30)
-                conn.request(self.command, self.path, body=body, headers=headers)
+                conn.request(self.command, path, body=body, headers=headers)
                 answer = conn.getresponse()
                 data = answer.read()
                 self.send_response(answer.status, answer.reason)
+                head = self.command == "HEAD"  # its Content-Length is the object's size
                 for key, value in answer.getheaders():
-                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                    if key.lower() not in ("transfer-encoding", "connection") and (
+                            head or key.lower() != "content-length"):
                         self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
+                if not head:
+                    self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
                 conn.close()
@@ -172,12 +182,23 @@ class S3Relay:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.options = {**upstream.options, "endpoint_url": self.endpoint}
+        self.options = upstream.options_at(self.endpoint)
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
 
 
-def condition_ignoring_endpoint(upstream: S3Endpoint) -> S3Relay:
-    return S3Relay(upstream, drop=("if-none-match",))
+def condition_ignoring_endpoint(upstream: Any) -> HttpRelay:
+    """A proxy in front of `upstream` that drops its service's create-if-absent condition."""
+    if getattr(upstream, "name", "") == "fake-gcs-server":
+        return HttpRelay(upstream, drop_query=("ifGenerationMatch",))
+    return HttpRelay(upstream, drop=("if-none-match",))
+
+
+def _without_query(path: str, names: tuple[str, ...]) -> str:
+    if not names or "?" not in path:
+        return path
+    base, _, query = path.partition("?")
+    kept = [p for p in query.split("&") if p.split("=", 1)[0] not in names]
+    return f"{base}?{'&'.join(kept)}" if kept else base

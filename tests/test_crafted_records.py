@@ -154,7 +154,7 @@ def first_open_and_load(tree: Tree, checkpoint: Path) -> None:
     then its garbage collected with every file aged past the margin."""
     query_id = json.loads((checkpoint / "metadata").read_text())["id"]
     for p in range(PARTITIONS):
-        session = Session(None, tree.base / "worker", ThreadPoolExecutor(1), None)  # type: ignore[arg-type]
+        session = Session(None, tree.base / "worker", ThreadPoolExecutor(1), None, ConditionProbes())  # type: ignore[arg-type]
         spec = {"store_root": str(checkpoint / "state" / "0" / str(p)), "store_path": "",
                 "store_name": f"store {p}", "local_name": f"l{p}", "query_id": query_id,
                 "options": {}}

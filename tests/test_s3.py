@@ -11,14 +11,14 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pyrocks_support import S3Endpoint, condition_ignoring_endpoint
-from state_store.errors import CorruptFileError, UnsupportedStorageError
-from state_store.format.storage import Storage, open_storage
+from pyrocks_support import S3Endpoint
+from state_store.errors import CorruptFileError
+from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX, StoreOptions
 from state_store.runtime.engine import VersionedStore
 from state_store.spark import PROVIDER_CLASS, PROVIDER_KEY
-from test_engine import commit_versions, contents, put
+from test_engine import commit_versions
 from test_snapshots import bulk
 
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -31,50 +31,6 @@ def s3_store(s3: S3Endpoint, root: str, local: Path, **options: object) -> Versi
                           ThreadPoolExecutor(1))
 
 
-def record_calls(storage: Storage) -> list[str]:
-    calls: list[str] = []
-    storage.fs.s3.meta.events.register(
-        "before-call.s3", lambda model, **_: calls.append(model.name))
-    return calls
-
-
-def test_publish_is_put_if_absent(s3: S3Endpoint) -> None:
-    storage = open_storage(s3.url(f"publish-{uuid.uuid4().hex}"), s3.options)
-    assert storage.kind == "s3"
-    assert storage.publish("manifests/1.json", b"first")
-    assert not storage.publish("manifests/1.json", b"second")
-    assert storage.read("manifests/1.json", "test") == b"first"
-
-
-def test_an_endpoint_that_ignores_conditional_writes_is_refused(s3: S3Endpoint,
-                                                               tmp_path: Path) -> None:
-    proxy = condition_ignoring_endpoint(s3)
-    try:
-        root = s3.url(f"ignoring-{uuid.uuid4().hex}")
-        store = VersionedStore("s3-store", StoreRoot(open_storage(root, proxy.options), "s"),
-                               tmp_path / "a", StoreOptions(), ThreadPoolExecutor(1))
-        store.load(0)
-        store.write(put("k", "v"))
-        with pytest.raises(UnsupportedStorageError,
-                           match=rf"S3 endpoint {proxy.endpoint} ignores conditional writes"):
-            store.commit(1)
-        # nothing was published: the same root through an honest endpoint has no version
-        assert StoreRoot(open_storage(root, s3.options), "s").versions() == []
-    finally:
-        proxy.stop()
-
-
-def test_duplicate_is_a_server_side_copy(s3: S3Endpoint) -> None:
-    storage = open_storage(s3.url(f"dup-{uuid.uuid4().hex}"), s3.options)
-    payload = bytes(range(256)) * 40_000  # 10 MB
-    written = storage.write_new("files/source", payload)
-    calls = record_calls(storage)
-    storage.duplicate("files/source", "files/copy")
-    assert "CopyObject" in calls
-    assert not {"GetObject", "PutObject", "UploadPart", "CreateMultipartUpload"} & set(calls)
-    assert storage.read_verified("files/copy", written, "copy") == payload
-
-
 def test_corrupt_object_is_refused(s3: S3Endpoint, tmp_path: Path) -> None:
     root = s3.url(f"corrupt-{uuid.uuid4().hex}")
     store = s3_store(s3, root, tmp_path / "a", snapshot_interval=100)
@@ -83,20 +39,6 @@ def test_corrupt_object_is_refused(s3: S3Endpoint, tmp_path: Path) -> None:
     store.checkpoint.storage.fs.pipe_file(f"{root[5:]}/files/{changelog.name}", b"garbage")
     with pytest.raises(CorruptFileError, match=rf"version 3 .*{changelog.name}"):
         s3_store(s3, root, tmp_path / "b").load(3)
-
-
-def test_versions_snapshots_and_gc_on_s3(s3: S3Endpoint, tmp_path: Path) -> None:
-    root = s3.url(f"engine-{uuid.uuid4().hex}")
-    store = s3_store(s3, root, tmp_path / "a")
-    expected = commit_versions(store, 8)
-    store.snapshots.drain()
-    assert store.checkpoint.snapshot_versions()
-    store.collect_garbage(3)
-    assert store.checkpoint.versions() == [6, 7, 8]
-    for version in (6, 7, 8):
-        fresh = s3_store(s3, root, tmp_path / f"reader-{version}")
-        fresh.load(version)
-        assert contents(fresh) == expected[version]
 
 
 def test_incremental_snapshot_on_s3_copies_nothing_it_has(s3: S3Endpoint, tmp_path: Path) -> None:

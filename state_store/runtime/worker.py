@@ -26,7 +26,8 @@ from ..errors import ClaimedCheckpointError, ProtocolError
 from ..format.restores import ClaimMarker, claimed_by_other, describe_claim
 from ..format.seeding import apply_seed, read_seed, staged_path
 from ..format.spark_checkpoint import STATE
-from ..format.storage import Storage, open_storage
+from ..format.storage import ConditionProbes, Storage, open_storage
+from ..format.storage.hadoop import options_for
 from ..format.store_root import StoreRoot, query_dir
 from .engine import VersionedStore
 from .memory import RocksMemory
@@ -51,11 +52,12 @@ class Session:
     """The state of one connection: its store, its open iterators, a deferred write error."""
 
     def __init__(self, conn: socket.socket, data_dir: Path, uploads: Executor,
-                 memory: RocksMemory | None) -> None:
+                 memory: RocksMemory | None, probes: ConditionProbes) -> None:
         self.conn = conn
         self.data_dir = data_dir
         self.uploads = uploads
         self.memory = memory
+        self.probes = probes  # the worker's, shared by its sessions
         self.lock = threading.Lock()  # one request at a time, and none during final snapshots
         self.store: VersionedStore | None = None
         self.iterators: dict[int, Iterator[tuple[bytes, bytes]]] = {}
@@ -194,14 +196,15 @@ class Session:
         from its restore at a restored query's first open (format/seeding.py)."""
         base_url = (opts.root_url.rstrip("/") + "/" + spec["store_path"] if opts.root_url
                     else spec["store_root"])
-        base = open_storage(base_url, opts.root_options if opts.root_url else None)
+        hadoop = spec.get("hadoop") or {}  # the query's filesystem settings (hadoop.py)
+        base = self.open_storage(base_url, hadoop, opts.root_options if opts.root_url else None)
         query_id = spec.get("query_id", "")
         self.location, self.query_id = None, query_id
         storage = base.child(query_dir(query_id)) if query_id else base
         storage.verify_publish()  # refused at start, never in the middle of a commit
         if not query_id:
             return StoreRoot(storage, spec["store_name"])
-        location = open_storage(spec["store_root"]) if opts.root_url else base
+        location = self.open_storage(spec["store_root"], hadoop) if opts.root_url else base
         _refuse_claimed(location, query_id)
         seed = read_seed(location)
         seed = seed if seed is not None and seed.query_id == query_id else None
@@ -210,11 +213,17 @@ class Session:
         if seed is not None:
             staged = None
             if opts.root_url:  # `store_path` is <checkpoint hash>/<op>/<part>/<store>
-                staged = open_storage(opts.root_url, opts.root_options).child(
+                staged = self.open_storage(opts.root_url, hadoop, opts.root_options).child(
                     staged_path(query_id, spec["store_path"].split("/", 1)[1]))
             apply_seed(location, checkpoint, query_id, staged)
         self.location = location
         return checkpoint
+
+    def open_storage(self, url: str, hadoop: dict[str, str],
+                     own: dict | None = None) -> Storage:
+        """A root of this worker's: its options from the query's Hadoop settings with
+        `own` (rootOptions) over them, its endpoint probed once per worker."""
+        return open_storage(url, options_for(url, hadoop, own), self.probes)
 
     def collect_garbage(self, store: VersionedStore, retain: int) -> int:
         """GC, unless a CLAIM restore took this checkpoint's state over while the query
@@ -361,6 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     sessions: set[Session] = set()
     uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
     memory = RocksMemory.bounded(args.memory_bound_mb)
+    probes = ConditionProbes()  # one probe per endpoint for the worker's whole life
     threading.Thread(target=_watch_parent, args=(sessions, cleanup), daemon=True).start()
     # The shim waits for this line before connecting; nothing else goes to stdout.
     print(f"READY {os.getpid()}", flush=True)
@@ -372,7 +382,7 @@ def main(argv: list[str] | None = None) -> None:
     while True:
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
-        session = Session(conn, args.data_dir, uploads, memory)
+        session = Session(conn, args.data_dir, uploads, memory, probes)
         sessions.add(session)
         threading.Thread(target=session.serve, args=(sessions.discard,), daemon=True).start()
 

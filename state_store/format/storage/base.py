@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import fsspec
 
 from ...errors import CorruptFileError, StorageError, is_transient
+from .probes import ConditionProbes
 
 CHUNK = 4 << 20
 _ATTEMPTS = 5
@@ -59,18 +60,21 @@ class Storage:
     kind = "generic"
 
     def __init__(self, url: str, fs: fsspec.AbstractFileSystem, root: str,
-                 options: dict[str, Any]) -> None:
+                 options: dict[str, Any], probes: ConditionProbes | None = None) -> None:
         self.url = url.rstrip("/")
         self.fs = fs
         self.root = root.rstrip("/") or root
         self.options = options
+        self.probes = probes or ConditionProbes()
 
     def path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if rel else self.root
 
     def child(self, rel: str) -> Storage:
-        """The same filesystem rooted at `rel` below this root."""
-        return type(self)(f"{self.url}/{rel}", self.fs, self.path(rel), self.options)
+        """The same filesystem rooted at `rel` below this root (same endpoint: a probe
+        already passed holds for it)."""
+        return type(self)(f"{self.url}/{rel}", self.fs, self.path(rel), self.options,
+                          self.probes)
 
     def retry(self, what: str, op: Callable[[], T]) -> T:
         """Runs `op`, retrying transient failures with exponential backoff."""
@@ -225,6 +229,7 @@ class Storage:
         """Every file under `rel_dir` at any depth, as paths relative to this root."""
         base = self.path(rel_dir)
         try:
+            self.fs.invalidate_cache(base)
             found = self.retry(f"listing {base}", lambda: self.fs.find(base))
         except FileNotFoundError:
             return []
@@ -239,8 +244,7 @@ class Storage:
         path)."""
         path = self.path(rel_dir)
         try:
-            found = self.retry(f"listing {path}",
-                               lambda: self.fs.ls(path, detail=False, refresh=True))
+            found = self.retry(f"listing {path}", lambda: self._fresh_ls(path, detail=False))
         except FileNotFoundError:
             return []
         return sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in found)
@@ -256,10 +260,15 @@ class Storage:
     def _ls(self, rel_dir: str) -> list[dict[str, Any]]:
         path = self.path(rel_dir)
         try:
-            return self.retry(f"listing {path}",
-                              lambda: self.fs.ls(path, detail=True, refresh=True))
+            return self.retry(f"listing {path}", lambda: self._fresh_ls(path, detail=True))
         except FileNotFoundError:
             return []
+
+    def _fresh_ls(self, path: str, detail: bool) -> list[Any]:
+        """A listing from the service, never from a listing cache: another writer may have
+        published since (s3fs and gcsfs honour `refresh`; adlfs only an invalidated cache)."""
+        self.fs.invalidate_cache(path)
+        return self.fs.ls(path, detail=detail, refresh=True)
 
 
 def local_written(local_path: Path) -> Written:

@@ -1,14 +1,26 @@
-"""A durable root on an object store with a native conditional create.
+"""Durable roots on object stores with a native conditional create.
 
 Publish is fsspec's `pipe_file(..., mode="create")`, which the filesystem must carry out
-as one atomic put-if-absent (S3's `If-None-Match: *`): a single request, so a crash never
-leaves a torn record and two writers never both win. Filesystems qualify by being S3
-(`s3.py`, which also checks the endpoint) or by declaring `atomic_create = True`.
+as one atomic put-if-absent (S3's `If-None-Match: *`, Azure's `If-None-Match: *`, GCS's
+`ifGenerationMatch=0`): a single request, so a crash never leaves a torn record and two
+writers never both win.
+
+`ConditionalPutStorage` trusts a filesystem that declares `atomic_create = True`.
+`ProbedEndpointStorage` is for services reached at an endpoint that may accept the
+condition and ignore it (some S3-compatible servers, emulators, proxies): before its first
+publish the endpoint is probed (create a probe object twice; the second must be refused),
+once per endpoint per `ConditionProbes` owner, and a root on an endpoint that ignores the
+condition never publishes.
 """
 
 from __future__ import annotations
 
+import uuid
+
+from ...errors import UnsupportedStorageError
 from .base import Storage
+
+_PROBE_DIR = "_pyrocks_probe"
 
 
 class ConditionalPutStorage(Storage):
@@ -17,9 +29,46 @@ class ConditionalPutStorage(Storage):
     def publish(self, rel: str, data: bytes) -> bool:
         path = self.path(rel)
         try:
-            self.retry(f"publishing {path}", lambda: self.fs.pipe_file(path, data, mode="create"))
+            self.retry(f"publishing {path}", lambda: self._create(path, data))
             return True
         except FileExistsError:
             # A retried put whose first attempt landed also reports "exists": it is ours if
             # the bytes are ours (every record names UUID files, so no two attempts match).
             return self.fs.cat_file(path) == data
+
+    def _create(self, path: str, data: bytes) -> None:
+        """One request that creates `path`, or raises FileExistsError if it exists."""
+        self.fs.pipe_file(path, data, mode="create")
+
+
+class ProbedEndpointStorage(ConditionalPutStorage):
+    """A conditional-put root whose endpoint is probed before anything is published."""
+
+    def endpoint(self) -> str:
+        """Names the service this root talks to: the unit a probe's answer holds for."""
+        raise NotImplementedError
+
+    def ignores_condition(self, probe_path: str) -> str:
+        """The refusal for a root whose endpoint let a second create of `probe_path` win."""
+        raise NotImplementedError
+
+    def publish(self, rel: str, data: bytes) -> bool:
+        self.verify_publish()
+        return super().publish(rel, data)
+
+    def verify_publish(self) -> None:
+        """Fails unless this root's endpoint refuses a second create of the same object."""
+        self.probes.ensure(self.endpoint(), self._probe)
+
+    def _probe(self) -> None:
+        probe = self.path(f"{_PROBE_DIR}/{uuid.uuid4().hex}")
+        self.retry(f"probing {probe}", lambda: self._create(probe, b"1"))
+        try:
+            self._create(probe, b"2")
+            honoured = False
+        except FileExistsError:
+            honoured = True
+        finally:
+            self.delete(probe[len(self.root) + 1:])
+        if not honoured:
+            raise UnsupportedStorageError(self.ignores_condition(probe))

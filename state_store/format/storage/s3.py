@@ -1,70 +1,36 @@
-"""A durable root on S3 (or an S3-compatible endpoint) through s3fs.
+"""A durable root on S3 (or an S3-compatible endpoint; s3:// and s3a://) through s3fs.
 
-Publish is a conditional put (`If-None-Match: *`). Some S3-compatible endpoints accept the
-header and ignore it, which would let two attempts both publish a version: before its
-first publish (the worker asks when a store opens), each root probes its endpoint once
-(create a probe object twice; the second must be refused) and refuses to publish on an
-endpoint that ignores the condition.
+Publish is a conditional put (`If-None-Match: *`), on an endpoint probed first (some
+S3-compatible endpoints accept the header and ignore it: see `conditional.py`).
 Duplicate is a server-side copy: no byte of the file passes through this process.
 """
 
 from __future__ import annotations
 
 import base64
-import threading
-import uuid
 
 from fsspec.asyn import sync
 
-from ...errors import CorruptFileError, UnsupportedStorageError
+from ...errors import CorruptFileError
 from .base import Storage, Written, format_checksum
-from .conditional import ConditionalPutStorage
+from .conditional import ProbedEndpointStorage
 
-_PROBE_DIR = "_pyrocks_probe"
 _SINGLE_COPY_LIMIT = 5 << 30  # S3's limit for one CopyObject
 
 
-class S3Storage(ConditionalPutStorage):
+class S3Storage(ProbedEndpointStorage):
     kind = "s3"
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
-        self._probe_lock = threading.Lock()
-        self._condition_checked = False
+    def endpoint(self) -> str:
+        client = self.options.get("client_kwargs") or {}
+        return f"s3 {self.options.get('endpoint_url') or client.get('endpoint_url') or 'AWS'}"
 
-    def child(self, rel: str) -> S3Storage:
-        """A root below this one: same endpoint, so a probe already passed holds for it."""
-        child = super().child(rel)
-        assert isinstance(child, S3Storage)
-        child._condition_checked = self._condition_checked
-        return child
-
-    def publish(self, rel: str, data: bytes) -> bool:
-        self.verify_publish()
-        return super().publish(rel, data)
-
-    def verify_publish(self) -> None:
-        """Fails unless the endpoint refuses a second create of the same object."""
-        with self._probe_lock:
-            if self._condition_checked:
-                return
-            probe = self.path(f"{_PROBE_DIR}/{uuid.uuid4().hex}")
-            self.retry(f"probing {probe}", lambda: self.fs.pipe_file(probe, b"1", mode="create"))
-            try:
-                self.fs.pipe_file(probe, b"2", mode="create")
-                honoured = False
-            except FileExistsError:
-                honoured = True
-            finally:
-                self.delete(probe[len(self.root) + 1:])
-            if not honoured:
-                endpoint = self.options.get("endpoint_url") or "AWS S3"
-                raise UnsupportedStorageError(
-                    f"the S3 endpoint {endpoint} ignores conditional writes (If-None-Match): a "
-                    f"second create of {probe} succeeded. Versions under {self.url} could not be "
-                    "published atomically; use an endpoint that honours If-None-Match "
-                    "(AWS S3, MinIO, recent Ceph) or a local path.")
-            self._condition_checked = True
+    def ignores_condition(self, probe_path: str) -> str:
+        endpoint = self.options.get("endpoint_url") or "AWS S3"
+        return (f"the S3 endpoint {endpoint} ignores conditional writes (If-None-Match): a "
+                f"second create of {probe_path} succeeded. Versions under {self.url} could not "
+                "be published atomically; use an endpoint that honours If-None-Match "
+                "(AWS S3, MinIO, recent Ceph) or a local path.")
 
     def duplicate_verified(self, src_rel: str, dst_rel: str, source: Storage,
                            expected: Written, what: str) -> None:

@@ -350,7 +350,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       "query_id" -> JString(location.queryId),
       "run_epoch" -> JLong(location.runEpoch),
       "writer" -> JString(writerName),
-      "options" -> JObject(pyrocks.toList.map { case (k, v) => k -> JString(v) }))
+      "options" -> JObject(pyrocks.toList.map { case (k, v) => k -> JString(v) }),
+      "hadoop" -> JObject(location.filesystemSettings.toList.map { case (k, v) => k -> JString(v) }))
     compact(render(spec)).getBytes(UTF_8)
   }
 

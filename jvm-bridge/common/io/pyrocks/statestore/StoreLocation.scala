@@ -59,4 +59,28 @@ final class StoreLocation(val storeId: StateStoreId, hadoopConf: Configuration,
 
   def describe: String = s"${storeId.checkpointRootLocation} operator ${storeId.operatorId} " +
     s"partition ${storeId.partitionId} store ${storeId.storeName}"
+
+  /** The query's object-store settings, as Hadoop's S3A, ABFS and GCS connectors read them:
+   * the worker maps them to its filesystems' options (format/storage/hadoop.py). They hold
+   * credentials, so they travel in the OPEN request over the worker's socket only. */
+  lazy val filesystemSettings: Map[String, String] =
+    StoreLocation.filesystemSettings(hadoopConf)
+}
+
+object StoreLocation {
+  /** The key prefixes of those settings (the same list as hadoop.PREFIXES in Python). */
+  val FilesystemPrefixes: Seq[String] = Seq("fs.s3a.", "fs.azure.", "fs.gs.")
+
+  def filesystemSettings(conf: Configuration): Map[String, String] = {
+    val entries = conf.iterator()
+    val found = Map.newBuilder[String, String]
+    while (entries.hasNext) {
+      val entry = entries.next()
+      if (FilesystemPrefixes.exists(entry.getKey.startsWith)) {
+        // get() rather than the raw value: Hadoop's ${...} substitutions applied
+        Option(conf.get(entry.getKey)).foreach(value => found += entry.getKey -> value)
+      }
+    }
+    found.result()
+  }
 }

@@ -1,0 +1,181 @@
+"""Durable state on each object store, against its real API on loopback: S3 (moto's server
+mode), Azure Blob Storage (Azurite) and Google Cloud Storage (fake-gcs-server). Each
+publishes by its service's create-if-absent, refuses an endpoint that drops the condition
+(at open and at commit, publishing nothing), probes an endpoint once per owner, commits by
+writing its changelog and manifest and nothing else, and copies server-side: checked by
+counting the requests a recording proxy sees."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyrocks_support import HttpRelay, condition_ignoring_endpoint
+from state_store.errors import UnsupportedStorageError
+from state_store.format.storage import ConditionProbes, open_storage
+from state_store.format.store_root import StoreRoot
+from state_store.options import StoreOptions
+from state_store.runtime.engine import VersionedStore
+from test_engine import contents, put
+
+Request = tuple[str, str, dict[str, str]]
+
+# How each service's API spells the requests these tests count.
+SERVER_SIDE_COPY: dict[str, Callable[[str, str, dict[str, str]], bool]] = {
+    "moto_server": lambda method, path, headers: method == "PUT" and "x-amz-copy-source" in headers,
+    "azurite": lambda method, path, headers: method == "PUT" and "x-ms-copy-source" in headers,
+    "fake-gcs-server": lambda method, path, headers: method == "POST" and "/rewriteTo/" in path,
+}
+CREATE: dict[str, Callable[[str, str, dict[str, str]], bool]] = {
+    "moto_server": lambda method, path, headers: method == "PUT"
+    and "x-amz-copy-source" not in headers,
+    "azurite": lambda method, path, headers: method == "PUT" and "x-ms-copy-source" not in headers
+    and "restype=container" not in path,
+    "fake-gcs-server": lambda method, path, headers: method == "POST" and "/upload/" in path,
+}
+
+
+def copies(server: Any, requests: list[Request]) -> int:
+    return sum(1 for r in requests if SERVER_SIDE_COPY[server.name](*r))
+
+
+def creates(server: Any, requests: list[Request]) -> list[Request]:
+    return [r for r in requests if CREATE[server.name](*r)]
+
+
+def moved_bytes(server: Any, requests: list[Request], suffix: str) -> list[str]:
+    """Requests that moved the bytes of files named `*suffix` through the client: reads
+    of their content and writes of it (a server-side copy, metadata and deletes are not)."""
+    moved = []
+    for method, path, headers in requests:
+        name = path.split("?")[0]
+        if server.name == "fake-gcs-server" and method == "GET" and "alt=media" not in path:
+            continue  # the object's metadata (a JSON resource), not its bytes
+        if suffix in name and method not in ("HEAD", "DELETE") and not SERVER_SIDE_COPY[
+                server.name](method, path, headers):
+            moved.append(f"{method} {path}")
+    return moved
+
+
+@pytest.fixture
+def relay(object_store: Any) -> Iterator[HttpRelay]:
+    proxy = HttpRelay(object_store)
+    yield proxy
+    proxy.stop()
+
+
+def store_on(url: str, options: dict, local: Path, probes: ConditionProbes | None = None,
+             interval: int = 100) -> VersionedStore:
+    root = StoreRoot(open_storage(url, options, probes), "store")
+    return VersionedStore("store", root, local, StoreOptions(snapshot_interval=interval),
+                          ThreadPoolExecutor(1))
+
+
+def test_publish_is_put_if_absent(object_store: Any) -> None:
+    storage = open_storage(object_store.url(f"publish-{uuid.uuid4().hex}"), object_store.options)
+    assert storage.publish("manifests/1.json", b"first")
+    assert not storage.publish("manifests/1.json", b"second")
+    assert storage.read("manifests/1.json", "test") == b"first"
+
+
+def test_an_endpoint_that_drops_the_condition_is_refused_at_open_and_at_commit(
+        object_store: Any, tmp_path: Path) -> None:
+    proxy = condition_ignoring_endpoint(object_store)
+    try:
+        url = object_store.url(f"ignoring-{uuid.uuid4().hex}")
+        at_open = open_storage(url, proxy.options)
+        with pytest.raises(UnsupportedStorageError, match=rf"{proxy.endpoint}.* ignores "
+                                                           r"conditional writes"):
+            at_open.verify_publish()  # what the worker asks when a store opens
+        store = store_on(url, proxy.options, tmp_path / "a")  # opened without asking
+        store.load(0)
+        store.write(put("k", "v"))
+        with pytest.raises(UnsupportedStorageError, match="ignores conditional writes"):
+            store.commit(1)
+        honest = StoreRoot(open_storage(url, object_store.options), "store")
+        assert honest.versions() == []  # nothing was published (an orphan changelog may be)
+    finally:
+        proxy.stop()
+
+
+def test_each_endpoint_is_probed_once_per_owner(object_store: Any, relay: HttpRelay,
+                                                tmp_path: Path) -> None:
+    """A worker opening many stores on one endpoint probes it once (3 requests), however
+    many stores, buckets' paths or roots below a root it opens."""
+    probes = ConditionProbes()
+    base = object_store.url(f"probed-{uuid.uuid4().hex}")
+    for i in range(5):
+        open_storage(f"{base}/store-{i}", relay.options, probes).child("q").verify_publish()
+    probe_creates = [r for r in creates(object_store, relay.requests)]
+    assert len(probe_creates) == 2, relay.requests  # create, and create again (refused)
+    assert len(relay.requests) == 3, relay.requests  # and the probe object's delete
+    other = HttpRelay(object_store)  # another endpoint: its own probe
+    try:
+        open_storage(base, other.options, probes).verify_publish()
+        assert len(other.requests) == 3
+        assert len(probes.probed()) == 2
+    finally:
+        other.stop()
+
+
+def test_a_commit_writes_its_changelog_and_manifest_only(object_store: Any, relay: HttpRelay,
+                                                         tmp_path: Path) -> None:
+    url = object_store.url(f"commit-{uuid.uuid4().hex}")
+    store = store_on(url, relay.options, tmp_path / "a")
+    store.checkpoint.storage.verify_publish()
+    store.load(0)
+    store.write(put("k", "v1"))
+    store.commit(1)
+    store.load(1)
+    store.write(put("k", "v2") + put("j", "w"))
+    fs = object_store.filesystem()
+    before = set(fs.find(url.split("://", 1)[1]))
+    relay.requests.clear()
+    store.commit(2)
+    written = creates(object_store, relay.requests)
+    fs.invalidate_cache()
+    added = sorted(p.rsplit("/", 2)[-2] for p in set(fs.find(url.split("://", 1)[1])) - before)
+    assert added == ["files", "manifests"], added  # one changelog file, one manifest
+    assert len(written) == 2, relay.requests
+    assert not [r for r in relay.requests if r[0] == "DELETE"]
+    store.close()
+    reader = store_on(url, object_store.options, tmp_path / "b")
+    reader.load(2)
+    assert contents(reader) == {b"k": b"v2", b"j": b"w"}
+
+
+def test_duplicate_is_a_server_side_copy(object_store: Any, relay: HttpRelay) -> None:
+    storage = open_storage(object_store.url(f"dup-{uuid.uuid4().hex}"), relay.options)
+    payload = bytes(range(256)) * 40_000  # 10 MB
+    written = storage.write_new("files/source.sst", payload)
+    relay.requests.clear()
+    storage.duplicate("files/source.sst", "files/copy.sst")
+    storage.duplicate_verified("files/source.sst", "files/checked.sst", storage, written, "src")
+    assert copies(object_store, relay.requests) == 2
+    assert moved_bytes(object_store, relay.requests, ".sst") == []
+    for name in ("copy", "checked"):
+        assert storage.read_verified(f"files/{name}.sst", written, name) == payload
+
+
+def test_versions_snapshots_and_gc(object_store: Any, tmp_path: Path) -> None:
+    url = object_store.url(f"engine-{uuid.uuid4().hex}")
+    store = store_on(url, object_store.options, tmp_path / "a", interval=2)
+    expected = {}
+    for version in range(1, 9):
+        store.load(version - 1)
+        store.write(put(f"k{version}", "v") + put("shared", str(version)))
+        store.commit(version)
+        expected[version] = contents(store)
+    store.snapshots.drain()
+    assert store.checkpoint.snapshot_versions()
+    store.collect_garbage(3)
+    assert store.checkpoint.versions() == [6, 7, 8]
+    for version in (6, 7, 8):
+        fresh = store_on(url, object_store.options, tmp_path / f"reader-{version}")
+        fresh.load(version)
+        assert contents(fresh) == expected[version]
