@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from state_store.errors import CorruptFileError, StateStoreError
 from state_store.format import gc
-from state_store.format.storage import open_storage
+from state_store.format.storage import ConditionProbes, open_storage
 from state_store.format.store_root import query_dir
 from state_store.results import Backoff, CleanupFailed, QueryResult
 from state_store.results.cleanup import StateAccess, clean_up
@@ -154,7 +154,8 @@ def first_open_and_load(tree: Tree, checkpoint: Path) -> None:
     then its garbage collected with every file aged past the margin."""
     query_id = json.loads((checkpoint / "metadata").read_text())["id"]
     for p in range(PARTITIONS):
-        session = Session(None, tree.base / "worker", ThreadPoolExecutor(1), None, ConditionProbes())  # type: ignore[arg-type]
+        session = Session(None, tree.base / "worker", ThreadPoolExecutor(1),  # type: ignore[arg-type]
+                          None, ConditionProbes())
         spec = {"store_root": str(checkpoint / "state" / "0" / str(p)), "store_path": "",
                 "store_name": f"store {p}", "local_name": f"l{p}", "query_id": query_id,
                 "options": {}}
