@@ -1,13 +1,16 @@
 """Savepoints: taking one and restoring from it, against a recursive fsspec copy.
 
-    python -m benchmarks.savepoints            # 1M and 5M keys, local disk and S3, 5 repeats
+    python -m benchmarks.savepoints            # 1M and 5M keys, local disk, S3, Azure, GCS
+                                               # (5 repeats)
     python -m benchmarks.savepoints --quick    # 100k and 200k keys, 2 repeats
 
 Per size and storage, a build process runs a real streaming query on this provider
 (`groupBy(key)` count/sum, update mode, local[2], 8 shuffle partitions): 4 batches insert
 every key, 2 more update 20k random keys each, then it stops (the session's stop writes each
-store's final snapshot). On S3 the query keeps its state under rootUrl on a moto server on
-loopback (`s3server.py`) and its checkpoint on local disk, and the savepoints go to S3.
+store's final snapshot). On an object store the query keeps its state under rootUrl on a
+server on loopback (S3: moto, `s3server.py`; Azure: Azurite; GCS: fake-gcs-server;
+`emulators.py`) and its checkpoint on local disk, and the savepoints go to that store. The
+build's median commit time per batch is reported beside (Spark's `commitTimeMs`).
 
 Then, in this process (no JVM), each repeat measures on that same built checkpoint:
   copy       what a user does today: a recursive fsspec copy of the checkpoint directory
@@ -55,6 +58,7 @@ from typing import Any
 import fsspec
 
 from benchmarks import report
+from benchmarks.emulators import Azurite, FakeGcs
 from benchmarks.macro import batch_metrics, insert_then_update, start_aggregation, write_batches
 from benchmarks.s3server import MotoServer
 from state_store.format.seeding import SEED_FILE, apply_seed, staged_path
@@ -66,9 +70,11 @@ from state_store.spark import configure
 RESULTS_JSON = report.RESULTS_DIR / "savepoints.json"
 INSERT_BATCHES, UPDATE_BATCHES, UPDATES_PER_BATCH = 4, 2, 20_000
 RESTORES_PER_REPEAT = 3  # a restore takes milliseconds: more samples against the noise
-STORAGES = ("local", "s3")
+STORAGES = ("local", "s3", "azure", "gcs")
 STEPS = ("copy", "savepoint", "restore", "seeding")
-BASELINE = {"local": "fsspec copy", "s3": "s3fs copy"}
+BASELINE = {"local": "fsspec copy", "s3": "s3fs copy", "azure": "adlfs copy",
+            "gcs": "gcsfs copy"}
+SERVERS: dict[str, Callable[[], Any]] = {"s3": MotoServer, "azure": Azurite, "gcs": FakeGcs}
 
 
 @dataclass
@@ -89,6 +95,7 @@ class CaseResult:
     storage: str
     keys: int
     build_s: float = 0.0
+    commit_ms: float | None = None  # the build's median commit per batch
     batches: int = 0
     state_rows: int | None = None
     stores: int = 0
@@ -135,7 +142,9 @@ def child(spec: dict[str, Any]) -> int:
     finally:
         spark.stop()  # writes each store's final snapshot
     print(json.dumps({"batches": len(batches),
-                      "state_rows": batches[-1].state_rows if batches else None}))
+                      "state_rows": batches[-1].state_rows if batches else None,
+                      "commit_ms": statistics.median(b.commit_ms for b in batches)
+                      if batches else None}))
     return 0
 
 
@@ -204,23 +213,23 @@ class Case:
     storage: str
     work: Path
     checkpoint: Path
-    s3: MotoServer | None = None
-    root_url: str | None = None  # the build's rootUrl (S3 only)
+    server: Any = None  # an object store's server on loopback; None on local disk
+    root_url: str | None = None  # the build's rootUrl (object stores only)
     built_prefix: str = ""  # the build's directory under rootUrl
 
     @property
-    def s3_options(self) -> dict[str, Any] | None:
-        return None if self.s3 is None else dict(self.s3.options)
+    def options(self) -> dict[str, Any] | None:
+        return None if self.server is None else dict(self.server.options)
 
     def target(self, name: str) -> str:
-        return self.s3.url(name) if self.s3 else str(self.work / name)
+        return self.server.url(name) if self.server else str(self.work / name)
 
     def fs(self) -> Any:
-        return self.s3.filesystem() if self.s3 else fsspec.filesystem("file")
+        return self.server.filesystem() if self.server else fsspec.filesystem("file")
 
     def remove(self, url: str) -> None:
-        if self.s3 and url.startswith("s3://"):
-            fs = self.s3.filesystem()
+        if self.server and "://" in url:
+            fs = self.server.filesystem()
             if fs.exists(url):
                 fs.rm(url, recursive=True)
         else:
@@ -228,18 +237,18 @@ class Case:
 
 
 def copy_step(case: Case, dst: str) -> Step:
-    if case.s3 is None:
+    if case.server is None:
         local = fsspec.filesystem("file")
         seconds, cpu = timed(lambda: local.copy(str(case.checkpoint), dst, recursive=True))
         files, size = tree(local, dst)
         return Step(seconds, cpu, files, size, {FSYNC: fsync_tree(dst)})
-    s3 = case.s3.filesystem()
+    remote = case.server.filesystem()
     assert case.root_url is not None
-    put_s, put_cpu = timed(lambda: s3.put(str(case.checkpoint), f"{dst}/checkpoint",
-                                          recursive=True))
-    state_s, state_cpu = timed(lambda: s3.copy(f"{case.root_url}/{case.built_prefix}",
-                                               f"{dst}/state", recursive=True))
-    files, size = tree(case.s3.filesystem(), dst)
+    put_s, put_cpu = timed(lambda: remote.put(str(case.checkpoint), f"{dst}/checkpoint",
+                                              recursive=True))
+    state_s, state_cpu = timed(lambda: remote.copy(f"{case.root_url}/{case.built_prefix}",
+                                                   f"{dst}/state", recursive=True))
+    files, size = tree(case.server.filesystem(), dst)
     return Step(put_s + state_s, put_cpu + state_cpu, files, size,
                 {"put checkpoint": put_s, "copy state prefix": state_s})
 
@@ -247,14 +256,14 @@ def copy_step(case: Case, dst: str) -> Step:
 def savepoint_step(case: Case, dst: str) -> Step:
     infos = []
     seconds, cpu = timed(lambda: infos.append(savepoint(
-        str(case.checkpoint), dst, target_options=case.s3_options, root_url=case.root_url,
-        root_options=case.s3_options)))
+        str(case.checkpoint), dst, target_options=case.options, root_url=case.root_url,
+        root_options=case.options)))
     files, size = tree(case.fs(), dst)
     info = infos[0]
     if (files, size) != (info.files + 1, info.bytes + _descriptor_size(case, dst)):
         print(f"  note: savepoint reports {info.files} files, {info.bytes:,} B; found {files} "
               f"files, {size:,} B under {dst}", flush=True)
-    return Step(seconds, cpu, files, size, {} if case.s3 else {FSYNC: fsync_tree(dst)})
+    return Step(seconds, cpu, files, size, {} if case.server else {FSYNC: fsync_tree(dst)})
 
 
 def _descriptor_size(case: Case, dst: str) -> int:
@@ -264,8 +273,8 @@ def _descriptor_size(case: Case, dst: str) -> int:
 def restore_step(case: Case, source: str, new_checkpoint: Path) -> tuple[Step, str]:
     infos = []
     seconds, cpu = timed(lambda: infos.append(restore(
-        source, str(new_checkpoint), storage_options=case.s3_options, target_options={},
-        target_root_url=case.root_url, target_root_options=case.s3_options)))
+        source, str(new_checkpoint), storage_options=case.options, target_options={},
+        target_root_url=case.root_url, target_root_options=case.options)))
     files, size = tree(fsspec.filesystem("file"), str(new_checkpoint))
     return Step(seconds, cpu, files, size, {FSYNC: fsync_tree(new_checkpoint)}), \
         infos[0].query_id
@@ -277,7 +286,7 @@ def seeding_step(case: Case, new_checkpoint: Path, query_id: str) -> tuple[Step,
     of stores and their keys."""
     state = new_checkpoint / "state"
     locations = sorted(p.parent for p in state.glob(f"**/{SEED_FILE}"))
-    options = case.s3_options
+    options = case.options
     prefix = root_prefix(new_checkpoint)
     targets: list[StoreRoot] = []
     versions: list[int] = []
@@ -319,23 +328,24 @@ def measure(storage: str, keys: int, work: Path, repeats: int,
     result = CaseResult(storage, keys)
     case_dir = work / f"{storage}-{keys}"
     case_dir.mkdir()
-    s3 = MotoServer() if storage == "s3" else None
+    server = SERVERS[storage]() if storage in SERVERS else None
     try:
-        case = Case(storage, case_dir, case_dir / "checkpoint", s3)
-        if s3 is not None:
-            case.root_url = s3.url(f"state-{keys}")
+        case = Case(storage, case_dir, case_dir / "checkpoint", server)
+        if server is not None:
+            case.root_url = server.url(f"state-{keys}")
         write_input(case_dir / "input", keys, seed=7)
         started = time.monotonic()
-        built = build(case_dir / "input", case.checkpoint, case.root_url, case.s3_options,
+        built = build(case_dir / "input", case.checkpoint, case.root_url, case.options,
                       timeout_s)
         result.build_s = round(time.monotonic() - started, 1)
+        result.commit_ms = built.get("commit_ms")
         result.batches, result.state_rows = built["batches"], built["state_rows"]
         if result.batches != INSERT_BATCHES + UPDATE_BATCHES:
             raise RuntimeError(f"build ran {result.batches} batches")
         result.checkpoint_files, result.checkpoint_bytes = tree(fsspec.filesystem("file"),
                                                                 str(case.checkpoint))
-        if s3 is not None and case.root_url is not None:
-            fs = s3.filesystem()
+        if server is not None and case.root_url is not None:
+            fs = server.filesystem()
             prefixes = [p.rsplit("/", 1)[-1] for p in fs.ls(case.root_url)]
             if len(prefixes) != 1:
                 raise RuntimeError(f"expected one checkpoint under {case.root_url}: {prefixes}")
@@ -382,8 +392,8 @@ def measure(storage: str, keys: int, work: Path, repeats: int,
     except Exception as exc:  # a failing case is a result, not a crash of the benchmark
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
-        if s3 is not None:
-            s3.stop()
+        if server is not None:
+            server.stop()
         shutil.rmtree(case_dir, ignore_errors=True)
     return result
 
@@ -476,6 +486,7 @@ def render(results: Sequence[CaseResult]) -> str:
         lines.append(f"{r.storage:<8}{r.keys:>11,}{r.build_s:>9.1f}  {cells}"
                      + "".join(f"{x / med['copy']:>9.3f}" for x in ratios))
         lines.append("    min s: " + ", ".join(f"{k} {v:.3f}" for k, v in r.min_s.items()))
+        lines.append(f"    build: median commit {r.commit_ms} ms per batch")
         lines += [f"    note: {n}" for n in r.notes]
         for name, steps in r.steps.items():
             keys = dict.fromkeys(k for s in steps for k in s.parts)

@@ -49,12 +49,14 @@ def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],
                 restart_after: int | Sequence[int] = 4,
                 after_batch: Callable[[int], None] | None = None,
                 between_phases: Callable[[int], None] | None = None,
-                first_batch: int = 0) -> Outputs:
+                first_batch: int = 0,
+                query_conf: Callable[[QuerySpec], dict[str, str]] | None = None) -> Outputs:
     """`after_batch(i)` runs once every query has processed batch i (e.g. to kill an
     executor between batches); `between_phases(i)` runs before phase i > 0 starts, with
     every query and its session stopped (e.g. to move or restore checkpoints).
     `first_batch` > 0 resumes queries whose work (inputs and checkpoints) ran the batches
-    before it already (see `SavedRun`)."""
+    before it already (see `SavedRun`). `query_conf(spec)` gives SQL confs of one query's
+    own (a query keeps the session conf it started with)."""
     outputs: Outputs = {spec.name: {} for spec in specs}
     cuts = [restart_after] if isinstance(restart_after, int) else list(restart_after)
     bounds = [first_batch, *(c for c in cuts if c > first_batch), batches]
@@ -63,7 +65,11 @@ def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],
             between_phases(index)
         spark = make_spark(conf, master)
         try:
-            queries = [start_query(spark, spec, work, outputs[spec.name]) for spec in specs]
+            queries = []
+            for spec in specs:
+                for key, value in (query_conf(spec) if query_conf else {}).items():
+                    spark.conf.set(key, value)
+                queries.append(start_query(spark, spec, work, outputs[spec.name]))
             try:
                 for batch in range(first, end):
                     for spec in specs:

@@ -1,27 +1,23 @@
 """Every stateful operator gives, batch by batch, the answers of Spark's HDFS provider —
 across a stop and restart of the query on a new SparkSession, in local mode, on two
-executor JVMs (local-cluster), with the durable root on s3://, and with the shim's read
-cache on (default), off, and overflowing."""
+executor JVMs (local-cluster), and with the shim's read cache on (default) and off. (State
+on the object stores, with an overflowing read cache: test_object_store_queries.py.)"""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import uuid
 from pathlib import Path
 
 from harness import Outputs, assert_same_outputs, run_queries
-from pyrocks_support import S3Endpoint, children_of, java_children, pyrocks_conf
+from pyrocks_support import children_of, java_children, pyrocks_conf
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
-from state_store.options import PREFIX
 from streaming_queries import BY_NAME, QUERIES
 
 WATERMARKED = {"window_append", "dedup_watermark", "dedup_within_watermark", "join_inner",
                "join_left_outer", "session_window", "apply_in_pandas_event_timeout"}
 CLUSTER_SUBSET = ("agg_update", "join_left_outer", "session_window", "dedup_within_watermark")
-S3_SUBSET = ("agg_complete", "join_inner", "window_append", "apply_in_pandas_with_state")
 
 
 def select(outputs: Outputs, names: tuple[str, ...]) -> Outputs:
@@ -45,16 +41,6 @@ def test_without_read_cache_matches_hdfs(hdfs_reference: Outputs, tmp_path: Path
     """Every get goes to the worker: the cache must never be what makes outputs right."""
     ours = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool", readCacheMB=0))
     assert_same_outputs(hdfs_reference, ours)
-
-
-def test_state_on_s3_matches_hdfs(hdfs_reference: Outputs, s3: S3Endpoint, tmp_path: Path) -> None:
-    """Also with a 1 MiB read cache, which keeps overflowing and starting over."""
-    specs = [BY_NAME[name] for name in S3_SUBSET]
-    conf = pyrocks_conf(tmp_path / "pool", snapshotInterval=3, readCacheMB=1)
-    conf[PREFIX + "rootUrl"] = s3.url(f"correctness-{uuid.uuid4().hex}")
-    conf[PREFIX + "rootOptions"] = json.dumps(s3.options)
-    ours = run_queries(specs, tmp_path, conf)
-    assert_same_outputs(select(hdfs_reference, S3_SUBSET), ours)
 
 
 def test_partitions_moving_between_executors_match_hdfs(hdfs_reference: Outputs,

@@ -1,7 +1,8 @@
 """Secrets never reach a command line, a log or a durable record: storage options (which
-hold credentials on S3, Azure, GCS) travel to workers and to the result store's recorder on
-a socket or a pipe. Every process the shim starts runs through a Python wrapper that writes
-down its argv, so the test sees exactly what `ps` would have shown."""
+hold credentials on S3, Azure, GCS), ours or Spark's Hadoop settings, travel to workers and
+to the result store's recorder on a socket or a pipe. Every process the shim starts runs
+through a Python wrapper that writes down its argv, so the test sees exactly what `ps`
+would have shown."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ def test_storage_options_never_reach_argv_logs_or_records(
     wrapper, argv_log = recording_python(tmp_path)
     options = json.dumps({"secret_token": SECRET})
     results = tmp_path / "results"
-    spark = pyrocks_session("pyrocks-secrets", tmp_path / "pool", pythonExec=str(wrapper),
+    # Hadoop's object-store credentials travel to the workers too (format/storage/hadoop.py)
+    hadoop = {"spark.hadoop.fs.s3a.secret.key": SECRET,
+              "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net": SECRET}
+    spark = pyrocks_session("pyrocks-secrets", tmp_path / "pool", hadoop,
+                            pythonExec=str(wrapper),
                             resultStore=str(results), resultStoreOptions=options,
                             rootUrl=str(tmp_path / "state"), rootOptions=options)
     try:

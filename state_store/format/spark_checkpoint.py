@@ -199,8 +199,7 @@ def stores_under_root(root: Storage, query_id: str) -> dict[str, Storage]:
     own = query_dir(query_id)
     stores: dict[str, Storage] = {}
     hashes: set[str] = set()
-    for path in root.fs.glob(root.path(f"*/*/*/*/{own}")):
-        rel = str(path)[len(root.root) + 1:]
+    for rel in root.glob(f"*/*/*/*/{own}"):
         checkpoint, op, part, name, _ = rel.split("/")
         hashes.add(checkpoint)
         stores[_store_key(op, int(part), name)] = root.child(rel)

@@ -15,8 +15,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import fsspec
-
 from ..errors import CorruptFileError, ForeignCheckpointError, VersionNotFoundError
 from . import lineage
 from .lineage import LoadPlan
@@ -32,7 +30,7 @@ from .manifest import (
     parse_manifest_name,
     parse_snapshot_name,
 )
-from .storage import Storage, open_storage
+from .storage import Storage, open_storage, storage_kind
 
 # Names Spark's own providers leave in a store directory.
 FOREIGN_SUFFIXES = (".delta", ".snapshot", ".changelog", ".zip")
@@ -374,11 +372,9 @@ class StoreRoot:
 
 
 def open_root(url: str, like: Storage) -> Storage:
-    """Another root, opened with `like`'s storage options when it is on the same kind of
-    filesystem (a savepoint beside its checkpoint on one endpoint), else with none."""
-    same_kind = _protocol(url) == _protocol(like.url)
-    return open_storage(url, like.options if same_kind else None)
-
-
-def _protocol(url: str) -> str:
-    return fsspec.core.split_protocol(url)[0] or "file"
+    """Another root, opened with `like`'s storage options and endpoint probes when it is on
+    the same kind of storage (a savepoint beside its checkpoint on one service, whichever
+    spelling of the scheme each uses), else with none."""
+    if storage_kind(url) == like.kind:
+        return open_storage(url, like.options, like.probes)
+    return open_storage(url)

@@ -56,11 +56,10 @@ class StoreReport:
 
 def find_store_roots(storage: Storage) -> list[str]:
     """Store roots (relative) at or under `storage`: directories holding manifests/."""
-    pattern = f"{storage.root}/**/{MANIFEST_DIR}"
-    found = {p.rsplit("/", 1)[0] for p in storage.fs.glob(pattern)}
+    found = {p.rpartition("/")[0] for p in storage.glob(f"**/{MANIFEST_DIR}")}
     if storage.fs.exists(f"{storage.root}/{MANIFEST_DIR}"):
-        found.add(storage.root)
-    return sorted(p[len(storage.root):].lstrip("/") for p in found)
+        found.add("")
+    return sorted(found)
 
 
 def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list[StoreReport]:

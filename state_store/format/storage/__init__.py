@@ -53,7 +53,7 @@ HDFS_REFUSAL = (
     "executors, S3, Azure or GCS; or keep this query on Spark's own providers.")
 
 __all__ = ["SUPPORTED", "ConditionProbes", "Storage", "StorageError", "Written",
-           "absolute_url", "checksum", "format_checksum", "open_storage"]
+           "absolute_url", "checksum", "format_checksum", "open_storage", "storage_kind"]
 
 
 def absolute_url(url: str) -> str:
@@ -66,6 +66,16 @@ def absolute_url(url: str) -> str:
     if protocol in (None, "local"):
         return os.path.abspath(path)
     return url.rstrip("/")
+
+
+def storage_kind(url: str) -> str:
+    """The kind of storage `url` opens (`Storage.kind`): one per service, whatever the
+    scheme's spelling (s3 and s3a, abfss and az, gs and gcs); a protocol's own name for
+    other fsspec filesystems."""
+    protocol = fsspec.core.split_protocol(url)[0] or "file"
+    if protocol in _OBJECT_STORES:
+        return _OBJECT_STORES[protocol][0].kind
+    return LocalStorage.kind if protocol in ("file", "local") else protocol
 
 
 def open_storage(url: str, options: dict[str, Any] | None = None,

@@ -235,6 +235,15 @@ class Storage:
             return []
         return sorted(str(p)[len(self.root) + 1:] for p in found)
 
+    def glob(self, rel_pattern: str) -> list[str]:
+        """Paths (relative to this root) matching a glob pattern below it, listed afresh:
+        a walk over a listing cache would miss what another process wrote since (and
+        s3fs forgets a path's own listing on request, not its children's: so all of it)."""
+        self.fs.invalidate_cache()
+        found = self.retry(f"listing {self.path(rel_pattern)}",
+                           lambda: self.fs.glob(self.path(rel_pattern)))
+        return sorted(str(p).rstrip("/")[len(self.root) + 1:] for p in found)
+
     def list_names(self, rel_dir: str) -> list[str]:
         return sorted(self.list_entered(rel_dir))
 
