@@ -14,6 +14,7 @@ from harness import HDFS, PROVIDER_KEY, Outputs, SavedRun, saved_run
 from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
+    OBJECT_STORES,
     S3Endpoint,
     pyrocks_session,
 )
@@ -54,9 +55,6 @@ def fake_gcs() -> Iterator[FakeGcs]:
     server = FakeGcs()
     yield server
     server.stop()
-
-
-OBJECT_STORES = {"s3": "s3", "azure": "azurite", "gcs": "fake_gcs"}
 
 
 @pytest.fixture(params=sorted(OBJECT_STORES))

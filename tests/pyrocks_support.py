@@ -17,6 +17,8 @@ from harness import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY  # noqa: F401
 from state_store.spark import spark_conf
 
 WORKER_MODULE = "state_store.runtime.worker"
+# Each object store on loopback, by name -> the session fixture (conftest.py) serving it
+OBJECT_STORES = {"s3": "s3", "azure": "azurite", "gcs": "fake_gcs"}
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 120.0) -> bool:

@@ -2,8 +2,10 @@
 gs://, each on loopback) configured the way a Spark user already has it: the state URL in
 our `rootUrl`, the credentials and endpoints in Spark's Hadoop settings only
 (`spark.hadoop.fs.s3a.*`, `fs.azure.*`, `fs.gs.*`), no option of ours. Batch by batch they
-give Spark's HDFS provider's answers, across a NO_CLAIM restore from a savepoint on the
-store, then a CLAIM restore, each with a new query id and the old checkpoint deleted.
+give Spark's HDFS provider's answers across a restore from a savepoint on the store,
+NO_CLAIM for some queries of each store and CLAIM for the others, each with a new query id
+and the old checkpoint deleted; and a canonical savepoint reads one's whole state back off
+the store.
 
 The catalogue's queries are shared out among the three stores (each gets aggregation,
 a join or dedup, and Python state or windows), all in one run: a query keeps the conf it
@@ -20,12 +22,13 @@ import uuid
 from pathlib import Path
 
 from benchmarks.emulators import Azurite, FakeGcs
-from harness import Outputs, assert_same_outputs, checkpoint_of, run_queries
+from harness import Outputs, assert_same_outputs, checkpoint_of, make_spark, run_queries
 from pyrocks_support import S3Endpoint, pyrocks_conf
 from state_store.format.seeding import CLAIM, NO_CLAIM
 from state_store.format.storage import open_storage
 from state_store.options import PREFIX
 from state_store.savepoint import restore, savepoint
+from state_store.savepoint.layout import DESCRIPTOR, SavepointDescriptor
 from streaming_queries import BY_NAME, QUERIES, QuerySpec
 
 SHARES = {"s3": ("agg_update", "join_inner", "apply_in_pandas_with_state", "dedup_watermark"),
@@ -53,9 +56,11 @@ def test_every_operator_with_state_on_an_object_store_matches_hdfs(
         return {PREFIX + "rootUrl": root_of[spec.name], PREFIX + "readCacheMB": cache}
 
     def restore_each(phase: int) -> None:
-        mode = NO_CLAIM if phase == 1 else CLAIM
+        del phase  # one restart, after batch 3
         for spec in QUERIES:
             server, root = store_of[spec.name], root_of[spec.name]
+            share = next(share for share in SHARES.values() if spec.name in share)
+            mode = (NO_CLAIM, CLAIM)[share.index(spec.name) % 2]  # both modes on each store
             options = server.options  # what a user passes our Python tools
             checkpoint = checkpoint_of(tmp_path, spec)
             target = server.url(f"savepoints-{uuid.uuid4().hex[:8]}/{spec.name}")
@@ -66,14 +71,28 @@ def test_every_operator_with_state_on_an_object_store_matches_hdfs(
                                target_root_url=root, target_root_options=options)
             query_ids[spec.name].append(restored.query_id)
 
-    ours = run_queries(QUERIES, tmp_path, conf, restart_after=(3, 6),
-                       between_phases=restore_each, query_conf=own_root)
+    ours = run_queries(QUERIES, tmp_path, conf, restart_after=4, between_phases=restore_each,
+                       query_conf=own_root)
     assert_same_outputs(hdfs_reference, ours)
-    for spec in QUERIES:  # the last run is the CLAIM-restored query's, its state on the store
-        first, second = query_ids[spec.name]
+    # A canonical savepoint reads each store through Spark's state data source, whose
+    # provider (ours) reads the state off the object store: every row of the final state.
+    complete = BY_NAME["agg_complete"]  # complete mode: its last output is its whole state
+    spark = make_spark({**conf, **own_root(complete)})
+    try:
+        info = savepoint(str(checkpoint_of(tmp_path, complete)), str(tmp_path / "canonical"),
+                         format="canonical", spark=spark)
+        assert info.format == "canonical" and info.stores > 0
+    finally:
+        spark.stop()
+    descriptor = SavepointDescriptor.from_json(
+        (tmp_path / "canonical" / DESCRIPTOR).read_bytes(), "the canonical savepoint")
+    assert sum(s.rows for s in descriptor.canonical_stores if s.store_name == "default") == \
+        len(ours[complete.name][max(ours[complete.name])]) > 0
+    for spec in QUERIES:  # the last runs are the restored query's, its state on the store
+        (restored,) = query_ids[spec.name]
         checkpoint = checkpoint_of(tmp_path, spec)
-        assert json.loads((checkpoint / "metadata").read_text())["id"] == second != first
+        assert json.loads((checkpoint / "metadata").read_text())["id"] == restored
         state = open_storage(root_of[spec.name], store_of[spec.name].options)
-        assert state.glob(f"*/*/*/*/query-{second}/manifests/*.json"), spec.name
+        assert state.glob(f"*/*/*/*/query-{restored}/manifests/*.json"), spec.name
         assert not list((checkpoint / "state").glob("**/manifests"))
 

@@ -7,6 +7,7 @@ counting the requests a recording proxy sees."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,8 +20,9 @@ from pyrocks_support import HttpRelay, condition_ignoring_endpoint
 from state_store.errors import UnsupportedStorageError
 from state_store.format.storage import ConditionProbes, open_storage
 from state_store.format.store_root import StoreRoot
-from state_store.options import StoreOptions
+from state_store.options import PREFIX, StoreOptions, store_options
 from state_store.runtime.engine import VersionedStore
+from state_store.runtime.worker import Session
 from test_engine import contents, put
 
 Request = tuple[str, str, dict[str, str]]
@@ -103,22 +105,36 @@ def test_an_endpoint_that_drops_the_condition_is_refused_at_open_and_at_commit(
         proxy.stop()
 
 
-def test_each_endpoint_is_probed_once_per_owner(object_store: Any, relay: HttpRelay,
-                                                tmp_path: Path) -> None:
-    """A worker opening many stores on one endpoint probes it once (3 requests), however
-    many stores, buckets' paths or roots below a root it opens."""
+def test_a_worker_probes_each_endpoint_once_for_all_its_stores(
+        object_store: Any, relay: HttpRelay, tmp_path: Path) -> None:
+    """Four stores of a query opened by one worker (its sessions share its probes), the
+    state URL and credentials from the Hadoop settings, the endpoint from rootOptions (a
+    proxy that counts): 3 probe requests in all, not 3 per store; another endpoint gets its
+    own probe."""
     probes = ConditionProbes()
-    base = object_store.url(f"probed-{uuid.uuid4().hex}")
-    for i in range(5):
-        open_storage(f"{base}/store-{i}", relay.options, probes).child("q").verify_publish()
-    probe_creates = [r for r in creates(object_store, relay.requests)]
-    assert len(probe_creates) == 2, relay.requests  # create, and create again (refused)
-    assert len(relay.requests) == 3, relay.requests  # and the probe object's delete
-    other = HttpRelay(object_store)  # another endpoint: its own probe
+    root = object_store.hadoop_url(f"worker-{uuid.uuid4().hex[:8]}")
+    query_id = str(uuid.uuid4())
+
+    def open_store(partition: int, options: dict) -> StoreRoot:
+        session = Session(None, tmp_path / "worker", ThreadPoolExecutor(1),  # type: ignore[arg-type]
+                          None, probes)
+        location = tmp_path / "checkpoint" / "state" / "0" / str(partition)
+        location.mkdir(parents=True, exist_ok=True)
+        spec = {"store_root": str(location), "store_path": f"0123/0/{partition}/default",
+                "store_name": f"store {partition}", "local_name": f"l{partition}",
+                "query_id": query_id, "hadoop": object_store.hadoop}
+        opts = store_options({PREFIX + "rootUrl": root,
+                              PREFIX + "rootOptions": json.dumps(options)})
+        return session.open_checkpoint(spec, opts)
+
+    for partition in range(4):
+        assert open_store(partition, relay.options).storage.url.startswith(root)
+    assert len(creates(object_store, relay.requests)) == 2, relay.requests  # create twice
+    assert len(relay.requests) == 3, relay.requests  # and delete the probe object
+    other = HttpRelay(object_store)
     try:
-        open_storage(base, other.options, probes).verify_publish()
-        assert len(other.requests) == 3
-        assert len(probes.probed()) == 2
+        open_store(4, other.options)
+        assert len(other.requests) == 3 and len(probes.probed()) == 2
     finally:
         other.stop()
 

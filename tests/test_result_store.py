@@ -17,7 +17,7 @@ import pytest
 
 import faulty_fs
 from faulty_fs import FUSE, dies_during
-from pyrocks_support import S3Endpoint
+from pyrocks_support import OBJECT_STORES
 from state_store import cli
 from state_store.errors import CorruptFileError
 from state_store.results import (
@@ -40,13 +40,13 @@ def result(run_key: str, outcome: str = "finished") -> QueryResult:
                        metrics={"numInputRows": 7})
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", *OBJECT_STORES])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict]]:
     if request.param == "local":
         yield str(tmp_path / "results"), {}
-    else:
-        s3: S3Endpoint = request.getfixturevalue("s3")
-        yield s3.url(f"results-{uuid.uuid4().hex[:8]}"), s3.options
+    else:  # an object store's server on loopback (conftest.OBJECT_STORES)
+        server = request.getfixturevalue(OBJECT_STORES[request.param])
+        yield server.url(f"results-{uuid.uuid4().hex[:8]}"), server.options
 
 
 def open_store(store_url: tuple[str, dict],

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pyrocks_support import HttpRelay
+from state_store.cli import main
 from state_store.errors import CorruptFileError
 from state_store.format.seeding import apply_seed
 from state_store.format.storage import open_storage
@@ -72,6 +73,7 @@ def test_savepoint_and_restore_copy_ssts_server_side(
     assert moved_bytes(object_store, relay.requests, ".sst") == []
     assert copies(object_store, relay.requests) > 0
     assert verify_savepoint(open_storage(info.path, options)).verified
+    assert main(["inspect", info.path, "--storage-options", json.dumps(options)]) == 0
 
     new = object_store.url(f"restored-{run}")
     relay.requests.clear()
