@@ -68,7 +68,7 @@ class AzureStorage(ProbedEndpointStorage):
         self.fs.invalidate_cache(self.fs._parent(path))
 
     def _duplicate_native(self, src: str, dst: str, size: int | None = None) -> None:
-        self.retry(f"copying {src} to {dst}", lambda: self._copy(src, dst))
+        self.retry(f"copying {src} to {dst}", lambda: self._copy(src, dst, describe=False))
 
     def duplicate_verified(self, src_rel: str, dst_rel: str, source: Storage,
                            expected: Written, what: str) -> None:
@@ -77,10 +77,12 @@ class AzureStorage(ProbedEndpointStorage):
         if not self.same_filesystem(source):
             return super().duplicate_verified(src_rel, dst_rel, source, expected, what)
         src, dst = source.path(src_rel), self.path(dst_rel)
-        size, metadata = self.retry(f"copying {src} to {dst}", lambda: self._copy(src, dst))
+        copy = self.retry(f"copying {src} to {dst}", lambda: self._copy(src, dst, describe=True))
+        assert copy is not None
+        metadata = dict(copy.metadata or {})
         if CRC32_KEY not in metadata:
             return super().verify(dst_rel, expected, what)  # not written by us: read it
-        found = Written(size, metadata[CRC32_KEY])
+        found = Written(copy.size, metadata[CRC32_KEY])
         if found != expected:
             self.delete(dst_rel)
             raise CorruptFileError(f"{what}: file {src} is corrupt ({found.size} bytes, "
@@ -88,29 +90,32 @@ class AzureStorage(ProbedEndpointStorage):
                                    f"{expected.checksum})")
         return None
 
-    def _copy(self, src: str, dst: str) -> tuple[int, dict[str, str]]:
-        """Copies on the server and waits for it; the copy's size and metadata."""
-        return sync(self.fs.loop, self._copy_async, src, dst)
+    def _copy(self, src: str, dst: str, describe: bool) -> Any:
+        """Copies on the server and waits for it to be done; with `describe`, returns the
+        copy's properties (its size and metadata: one more request)."""
+        return sync(self.fs.loop, self._copy_async, src, dst, describe)
 
-    async def _copy_async(self, src: str, dst: str) -> tuple[int, dict[str, str]]:
+    async def _copy_async(self, src: str, dst: str, describe: bool) -> Any:
         from azure.core.exceptions import ResourceNotFoundError  # with adlfs, an extra
 
         src_container, src_blob, _ = self.fs.split_path(src)
         dst_container, dst_blob, _ = self.fs.split_path(dst)
         service = self.fs.service_client
         source_url = service.get_blob_client(src_container, src_blob).url
+        properties = None
         async with service.get_blob_client(dst_container, dst_blob) as target:
             try:
-                await target.start_copy_from_url(source_url)
+                started = await target.start_copy_from_url(source_url)
             except ResourceNotFoundError as e:
                 raise FileNotFoundError(src) from e
-            properties = await target.get_blob_properties()
-            while properties.copy.status == "pending":  # large or cross-account copies
-                await asyncio.sleep(_COPY_POLL_S)
+            if describe or started["copy_status"] != "success":
                 properties = await target.get_blob_properties()
-            copy = properties.copy
-            if copy.status != "success":
-                raise StorageError(f"copying {src} to {dst}: the service reports "
-                                   f"{copy.status} ({copy.status_description})")
+                while properties.copy.status == "pending":  # large or cross-account copies
+                    await asyncio.sleep(_COPY_POLL_S)
+                    properties = await target.get_blob_properties()
+                copy = properties.copy
+                if copy.status != "success":
+                    raise StorageError(f"copying {src} to {dst}: the service reports "
+                                       f"{copy.status} ({copy.status_description})")
         self.fs.invalidate_cache(self.fs._parent(dst))
-        return properties.size, dict(properties.metadata or {})
+        return properties
