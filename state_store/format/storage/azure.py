@@ -30,14 +30,11 @@ _COPY_POLL_S = 0.05
 class AzureStorage(ProbedEndpointStorage):
     kind = "azure"
 
-    def endpoint(self) -> str:
-        return f"azure {self.fs.service_client.url}"
+    service, condition = "Azure", "If-None-Match"
+    honest = "Azure Storage itself, Azurite"
 
-    def ignores_condition(self, probe_path: str) -> str:
-        return (f"the Azure endpoint {self.fs.service_client.url} ignores conditional writes "
-                f"(If-None-Match): a second create of {probe_path} succeeded. Versions under "
-                f"{self.url} could not be published atomically; use Azure Storage itself, "
-                "Azurite, or a local path.")
+    def endpoint_url(self) -> str:
+        return str(self.fs.service_client.url)
 
     def write_new(self, rel: str, data: bytes) -> Written:
         path = self.path(rel)

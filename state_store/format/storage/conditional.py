@@ -44,13 +44,24 @@ class ConditionalPutStorage(Storage):
 class ProbedEndpointStorage(ConditionalPutStorage):
     """A conditional-put root whose endpoint is probed before anything is published."""
 
-    def endpoint(self) -> str:
-        """Names the service this root talks to: the unit a probe's answer holds for."""
+    service = ""  # as users name it, e.g. "S3"
+    condition = ""  # the header or parameter of its conditional create
+    honest = ""  # where the condition is known to hold, for the refusal's advice
+
+    def endpoint_url(self) -> str:
+        """The endpoint this root talks to (the service's own when none is configured)."""
         raise NotImplementedError
+
+    def endpoint(self) -> str:
+        """The unit a probe's answer holds for."""
+        return f"{self.kind} {self.endpoint_url()}"
 
     def ignores_condition(self, probe_path: str) -> str:
         """The refusal for a root whose endpoint let a second create of `probe_path` win."""
-        raise NotImplementedError
+        return (f"the {self.service} endpoint {self.endpoint_url()} ignores conditional writes "
+                f"({self.condition}): a second create of {probe_path} succeeded. Versions "
+                f"under {self.url} could not be published atomically; use {self.honest} or "
+                "a local path.")
 
     def publish(self, rel: str, data: bytes) -> bool:
         self.verify_publish()

@@ -45,15 +45,11 @@ def filesystem(options: dict[str, Any]) -> Any:
 class GcsStorage(ProbedEndpointStorage):
     kind = "gcs"
 
-    def endpoint(self) -> str:
-        return f"gcs {self.options.get('endpoint_url') or GOOGLE_ENDPOINT}"
+    service, condition = "GCS", "ifGenerationMatch=0"
+    honest = "Google Cloud Storage itself, an emulator that honours the condition"
 
-    def ignores_condition(self, probe_path: str) -> str:
-        return (f"the GCS endpoint {self.options.get('endpoint_url') or GOOGLE_ENDPOINT} "
-                f"ignores conditional writes (ifGenerationMatch=0): a second create of "
-                f"{probe_path} succeeded. Versions under {self.url} could not be published "
-                "atomically; use Google Cloud Storage itself, an emulator that honours the "
-                "condition, or a local path.")
+    def endpoint_url(self) -> str:
+        return str(self.options.get("endpoint_url") or GOOGLE_ENDPOINT)
 
     def _create(self, path: str, data: bytes) -> None:
         self.fs.pipe_file(path, data, mode="create", chunksize=len(data) + 1)

@@ -21,16 +21,12 @@ _SINGLE_COPY_LIMIT = 5 << 30  # S3's limit for one CopyObject
 class S3Storage(ProbedEndpointStorage):
     kind = "s3"
 
-    def endpoint(self) -> str:
-        client = self.options.get("client_kwargs") or {}
-        return f"s3 {self.options.get('endpoint_url') or client.get('endpoint_url') or 'AWS'}"
+    service, condition = "S3", "If-None-Match"
+    honest = "an endpoint that honours If-None-Match (AWS S3, MinIO, recent Ceph)"
 
-    def ignores_condition(self, probe_path: str) -> str:
-        endpoint = self.options.get("endpoint_url") or "AWS S3"
-        return (f"the S3 endpoint {endpoint} ignores conditional writes (If-None-Match): a "
-                f"second create of {probe_path} succeeded. Versions under {self.url} could not "
-                "be published atomically; use an endpoint that honours If-None-Match "
-                "(AWS S3, MinIO, recent Ceph) or a local path.")
+    def endpoint_url(self) -> str:
+        client = self.options.get("client_kwargs") or {}
+        return str(self.options.get("endpoint_url") or client.get("endpoint_url") or "AWS S3")
 
     def duplicate_verified(self, src_rel: str, dst_rel: str, source: Storage,
                            expected: Written, what: str) -> None:
