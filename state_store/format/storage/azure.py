@@ -19,8 +19,8 @@ from typing import Any
 
 from fsspec.asyn import sync
 
-from ...errors import CorruptFileError, StorageError
-from .base import Storage, Written, checksum, format_checksum, local_written
+from ...errors import StorageError
+from .base import Written, checksum, format_checksum, local_written
 from .conditional import ProbedEndpointStorage
 
 CRC32_KEY = "pyrocks_crc32"  # metadata names are C# identifiers on Azure
@@ -67,25 +67,11 @@ class AzureStorage(ProbedEndpointStorage):
     def _duplicate_native(self, src: str, dst: str, size: int | None = None) -> None:
         self.retry(f"copying {src} to {dst}", lambda: self._copy(src, dst, describe=False))
 
-    def duplicate_verified(self, src_rel: str, dst_rel: str, source: Storage,
-                           expected: Written, what: str) -> None:
-        """A server-side copy, judged by the metadata it carried (see the module
-        docstring); a copy that fails is removed and the error names the source file."""
-        if not self.same_filesystem(source):
-            return super().duplicate_verified(src_rel, dst_rel, source, expected, what)
-        src, dst = source.path(src_rel), self.path(dst_rel)
-        copy = self.retry(f"copying {src} to {dst}", lambda: self._copy(src, dst, describe=True))
-        assert copy is not None
-        metadata = dict(copy.metadata or {})
-        if CRC32_KEY not in metadata:
-            return super().verify(dst_rel, expected, what)  # not written by us: read it
-        found = Written(copy.size, metadata[CRC32_KEY])
-        if found != expected:
-            self.delete(dst_rel)
-            raise CorruptFileError(f"{what}: file {src} is corrupt ({found.size} bytes, "
-                                   f"{found.checksum}; expected {expected.size} bytes, "
-                                   f"{expected.checksum})")
-        return None
+    def _copy_reported(self, src: str, dst: str) -> Written | None:
+        """The copy's size and the CRC32 its metadata carried (see the module docstring)."""
+        copy = self._copy(src, dst, describe=True)
+        checksum_written = (copy.metadata or {}).get(CRC32_KEY)
+        return None if checksum_written is None else Written(copy.size, checksum_written)
 
     def _copy(self, src: str, dst: str, describe: bool) -> Any:
         """Copies on the server and waits for it to be done; with `describe`, returns the

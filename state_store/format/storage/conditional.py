@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import uuid
 
-from ...errors import UnsupportedStorageError
-from .base import Storage
+from ...errors import CorruptFileError, UnsupportedStorageError
+from .base import Storage, Written
 
 _PROBE_DIR = "_pyrocks_probe"
 
@@ -83,3 +83,26 @@ class ProbedEndpointStorage(ConditionalPutStorage):
             self.delete(probe[len(self.root) + 1:])
         if not honoured:
             raise UnsupportedStorageError(self.ignores_condition(probe))
+
+    def duplicate_verified(self, src_rel: str, dst_rel: str, source: Storage,
+                           expected: Written, what: str) -> None:
+        """A server-side copy judged by what the service reports of it (`_copy_reported`),
+        with no byte through this process; a copy the service cannot vouch for is read
+        back. A copy that fails is removed and the error names the source file."""
+        if not self.same_filesystem(source):
+            return super().duplicate_verified(src_rel, dst_rel, source, expected, what)
+        src, dst = source.path(src_rel), self.path(dst_rel)
+        found = self.retry(f"copying {src} to {dst}", lambda: self._copy_reported(src, dst))
+        if found is None:
+            return self.verify(dst_rel, expected, what)  # not written by us: read it
+        if found != expected:
+            self.delete(dst_rel)
+            raise CorruptFileError(f"{what}: file {src} is corrupt ({found.size} bytes, "
+                                   f"{found.checksum}; expected {expected.size} bytes, "
+                                   f"{expected.checksum})")
+        return None
+
+    def _copy_reported(self, src: str, dst: str) -> Written | None:
+        """Copies on the server; the size and checksum the service vouches for of the
+        copy, or None where it cannot (a file some other tool wrote)."""
+        raise NotImplementedError
