@@ -10,6 +10,7 @@ needs them before any worker exists; it checks their values with the same words.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -19,17 +20,25 @@ from .errors import OptionError
 PREFIX = "spark.sql.streaming.stateStore.pyrocks."
 
 
-def _positive_int(text: str) -> int:
+def _integer(text: str, minimum: int) -> int:
     value = int(text)
-    if value < 1:
-        raise ValueError("must be >= 1")
+    if value < minimum:
+        raise ValueError(f"must be >= {minimum}")
     return value
 
 
+def _positive_int(text: str) -> int:
+    return _integer(text, 1)
+
+
 def _non_negative_int(text: str) -> int:
+    return _integer(text, 0)
+
+
+def _open_files(text: str) -> int:
     value = int(text)
-    if value < 0:
-        raise ValueError("must be >= 0")
+    if value < -1 or value == 0:
+        raise ValueError("must be -1 (no limit) or >= 1")
     return value
 
 
@@ -40,17 +49,65 @@ def _boolean(text: str) -> bool:
     return lowered == "true"
 
 
+# Binary multiples, as Spark reads `spark.executor.memory`: 256k = 256 KiB.
+_SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
+_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+
+
+def _bytes(text: str) -> int:
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise ValueError("must be a size: bytes, or a number with k, m or g (e.g. 256k)")
+    return int(match.group(1)) << _SHIFT[match.group(2).lower()]
+
+
+def _in_units(shift: int, minimum: int) -> Callable[[str], int]:
+    """A size in bytes (`shift` 0), KiB (10) or MiB (20): a plain number is in that unit, a
+    suffixed one (`1g`) must be a whole number of it."""
+    unit = {0: "bytes", 10: "KiB", 20: "MiB"}[shift]
+
+    def parse(text: str) -> int:
+        if text.strip().isdigit():
+            return _integer(text, minimum)
+        size = _bytes(text)
+        if size % (1 << shift):
+            raise ValueError(f"must be a whole number of {unit}")
+        return _integer(str(size >> shift), minimum)
+    return parse
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?)\s*(ms|s|sec|secs|m|min|mins|h|d)?\s*",
+                       re.IGNORECASE)
+_SECONDS = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "m": 60.0,
+            "min": 60.0, "mins": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration(text: str) -> float:
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError("must be a duration: seconds, or a number with ms, s, min, h or d")
+    unit = match.group(2).lower() if match.group(2) else None
+    return float(match.group(1)) * _SECONDS[unit]
+
+
 # Longer than any snapshot upload we expect to see (see orphanMarginSeconds).
 ORPHAN_MARGIN_MIN_S = 600
 
 
 def _at_least(minimum: float) -> Callable[[str], float]:
     def parse(text: str) -> float:
-        value = float(text)
+        value = _duration(text)
         if not value >= minimum:  # also refuses NaN
             raise ValueError(f"must be >= {minimum}")
         return value
     return parse
+
+
+def _whole_seconds(text: str) -> int:
+    value = _duration(text)
+    if value != int(value) or value < 1:
+        raise ValueError("must be a whole number of seconds >= 1")
+    return int(value)
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -64,6 +121,18 @@ def _text(text: str) -> str:
     if not text.strip():
         raise ValueError("must not be empty")
     return text.strip()
+
+
+DEFAULT_COMPRESSION = "lz4"
+# Spark's names for RocksDB's compression types (rocksdict calls bzip2 `bz2`).
+COMPRESSIONS = ("none", "snappy", "zlib", "bzip2", "lz4", "lz4hc", "zstd")
+
+
+def _compression(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in COMPRESSIONS:
+        raise ValueError("unknown compression")
+    return lowered
 
 
 @dataclass(frozen=True)
@@ -87,14 +156,15 @@ SPECS: tuple[OptionSpec, ...] = (
                "Python (unset by default)."),
     OptionSpec("workers", "", _positive_int, "", "an integer >= 1",
                "Worker processes per executor JVM; default: the executor's task slots."),
-    OptionSpec("writeBatchBytes", "", _positive_int, "262144", "an integer >= 1",
+    OptionSpec("writeBatchBytes", "", _in_units(0, 1), "262144", "a size >= 1 byte (256k)",
                "Bytes of buffered writes the shim ships in one frame."),
-    OptionSpec("readCacheMB", "", _non_negative_int, "256", "an integer >= 0",
+    OptionSpec("readCacheMB", "", _in_units(20, 0), "256", "MiB >= 0 (or a size: 1g)",
                "Executor-wide budget of the shim's exact read cache, in MiB (0 disables)."),
-    OptionSpec("memoryBoundMB", "", _non_negative_int, "512", "an integer >= 0",
+    OptionSpec("memoryBoundMB", "", _in_units(20, 0), "512", "MiB >= 0 (or a size: 1g)",
                "Executor-wide bound on RocksDB memory (block cache, index/filter blocks and "
                "memtables of all stores), split across the workers; 0 = per-store defaults."),
-    OptionSpec("requestTimeoutSeconds", "", _positive_int, "600", "an integer >= 1",
+    OptionSpec("requestTimeoutSeconds", "", _whole_seconds, "600",
+               "whole seconds >= 1 (or a duration: 10min)",
                "Deadline of one request to a worker: past it the task fails naming the worker, "
                "the request and the store, and the worker is killed and replaced."),
     OptionSpec("localDir", "", _text, "", "a local directory",
@@ -109,10 +179,12 @@ SPECS: tuple[OptionSpec, ...] = (
                "cleaned up, clean); see state_store.results. Read by the driver."),
     OptionSpec("resultStoreOptions", "", _json_object, "{}", "a JSON object",
                "fsspec storage options for resultStore."),
-    OptionSpec("cleanupBackoffInitialSeconds", "", _at_least(0.0), "1", "a number >= 0",
+    OptionSpec("cleanupBackoffInitialSeconds", "", _at_least(0.0), "1",
+               "seconds >= 0 (or a duration: 500ms)",
                "First delay before a failed cleanup step of an ended run is retried; it "
                "doubles with each failure."),
-    OptionSpec("cleanupBackoffMaxSeconds", "", _at_least(0.0), "3600", "a number >= 0",
+    OptionSpec("cleanupBackoffMaxSeconds", "", _at_least(0.0), "3600",
+               "seconds >= 0 (or a duration: 1h)",
                "Longest delay between two attempts of a cleanup step."),
     OptionSpec("cleanupMaxAttempts", "", _non_negative_int, "0", "an integer >= 0",
                "Attempts of a cleanup step before the run is left dirty (0: no limit)."),
@@ -129,10 +201,10 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("maxReplayVersions", "max_replay_versions", _positive_int, "50",
                "an integer >= 1", "Bound on changelogs replayed at load: a commit that would "
                "exceed it waits for (or takes) a snapshot."),
-    OptionSpec("maxReplayBytes", "max_replay_bytes", _positive_int, "268435456",
-               "an integer >= 1", "Bound on changelog bytes replayed at load, likewise."),
+    OptionSpec("maxReplayBytes", "max_replay_bytes", _in_units(0, 1), "268435456",
+               "a size >= 1 byte (256m)", "Bound on changelog bytes replayed at load, likewise."),
     OptionSpec("orphanMarginSeconds", "orphan_margin_seconds", _at_least(ORPHAN_MARGIN_MIN_S),
-               "3600", f"a number >= {ORPHAN_MARGIN_MIN_S}",
+               "3600", f"seconds >= {ORPHAN_MARGIN_MIN_S} (or a duration: 1h)",
                "Files no record references are deleted once they entered durable storage this "
                "long ago (leftovers of crashed or losing attempts; also the idle time after "
                "which an earlier query's state at a reset checkpoint path is deleted). It must "
@@ -142,10 +214,27 @@ SPECS: tuple[OptionSpec, ...] = (
                "Count keys exactly for numRowsTotal (a lookup per put/remove unless the shim "
                "knows the key); false: no counting, numRowsTotal is 0, as with Spark's "
                "RocksDB provider."),
-    OptionSpec("iteratorChunkBytes", "iterator_chunk_bytes", _positive_int, "1048576",
-               "an integer >= 1", "Bytes of key/value pairs per iterator chunk."),
-    OptionSpec("writeBufferMB", "write_buffer_mb", _positive_int, "16", "an integer >= 1",
-               "RocksDB memtable size per store, in MiB."),
+    OptionSpec("iteratorChunkBytes", "iterator_chunk_bytes", _in_units(0, 1), "1048576",
+               "a size >= 1 byte (1m)", "Bytes of key/value pairs per iterator chunk."),
+    OptionSpec("writeBufferMB", "write_buffer_mb", _in_units(20, 1), "16",
+               "MiB >= 1 (or a size: 64m)", "RocksDB memtable size per store, in MiB."),
+    OptionSpec("compression", "compression", _compression, DEFAULT_COMPRESSION,
+               ", ".join(COMPRESSIONS),
+               "Compression of the data blocks of RocksDB's files (local and uploaded); "
+               "Spark's RocksDB provider uses lz4 too. See docs/benchmarks.md for size and "
+               "speed of each."),
+    OptionSpec("blockSizeKB", "block_size_kb", _in_units(10, 1), "4", "KiB >= 1 (or 16k)",
+               "RocksDB data block size, in KiB: larger blocks compress better and index "
+               "smaller, smaller ones read less per lookup."),
+    OptionSpec("blockCacheMB", "block_cache_mb", _in_units(20, 0), "8",
+               "MiB >= 0 (or a size: 64m)",
+               "Each store's own block cache, in MiB, used only when memoryBoundMB is 0 "
+               "(otherwise the stores of a worker share the bounded cache)."),
+    OptionSpec("maxOpenFiles", "max_open_files", _open_files, "-1", "-1 or an integer >= 1",
+               "Files each store's RocksDB keeps open (-1: no limit)."),
+    OptionSpec("compactOnCommit", "compact_on_commit", _boolean, "false", "true or false",
+               "Compact the whole store at every commit (smaller snapshots, slower commits), "
+               "as Spark's rocksdb.compactOnCommit."),
 )
 BY_KEY = {spec.key: spec for spec in SPECS}
 
@@ -163,6 +252,11 @@ class StoreOptions:
     track_num_keys: bool = True
     iterator_chunk_bytes: int = 1 << 20
     write_buffer_mb: int = 16
+    compression: str = DEFAULT_COMPRESSION
+    block_size_kb: int = 4
+    block_cache_mb: int = 8
+    max_open_files: int = -1
+    compact_on_commit: bool = False
 
 
 def validate(raw: Mapping[str, str]) -> dict[str, Any]:
@@ -195,8 +289,126 @@ def validate(raw: Mapping[str, str]) -> dict[str, Any]:
     return parsed
 
 
-def store_options(raw: Mapping[str, str]) -> StoreOptions:
+# ---- Spark's RocksDB provider's settings ---------------------------------------------------
+
+SPARK_STATE_PREFIX = "spark.sql.streaming.stateStore."
+SPARK_ROCKSDB_PREFIX = SPARK_STATE_PREFIX + "rocksdb."
+
+
+@dataclass(frozen=True)
+class SparkSetting:
+    """A setting of Spark's own providers that means the same here: a query tuned for
+    Spark's RocksDB provider keeps its tuning when it moves onto ours. Our own key, when
+    set, wins."""
+
+    key: str  # the full Spark key
+    ours: str  # the short key of ours it sets
+    convert: Callable[[str], str | None] = str.strip  # None: Spark's "use RocksDB's default"
+
+
+def _rocksdb_default_if_negative(text: str) -> str | None:
+    return None if text.strip().startswith("-") else text.strip()
+
+
+SPARK_SETTINGS: tuple[SparkSetting, ...] = (
+    SparkSetting(SPARK_ROCKSDB_PREFIX + "compression", "compression"),
+    SparkSetting(SPARK_ROCKSDB_PREFIX + "blockSizeKB", "blockSizeKB"),
+    SparkSetting(SPARK_ROCKSDB_PREFIX + "blockCacheSizeMB", "blockCacheMB"),
+    SparkSetting(SPARK_ROCKSDB_PREFIX + "writeBufferSizeMB", "writeBufferMB",
+                 _rocksdb_default_if_negative),
+    SparkSetting(SPARK_ROCKSDB_PREFIX + "maxOpenFiles", "maxOpenFiles"),
+    SparkSetting(SPARK_ROCKSDB_PREFIX + "compactOnCommit", "compactOnCommit"),
+    SparkSetting(SPARK_ROCKSDB_PREFIX + "trackTotalNumberOfRows", "trackTotalNumberOfRows"),
+    SparkSetting(SPARK_STATE_PREFIX + "minDeltasForSnapshot", "snapshotInterval"),
+)
+# Read by the shim before any worker starts (LaunchOptions.scala maps them the same way,
+# checked by a test): boundedMemoryUsage=true bounds all stores of an executor by
+# maxMemoryUsageMB (Spark's default 500), as our memoryBoundMB does; false means Spark's
+# per-store caches, our memoryBoundMB=0 with blockCacheMB per store.
+SPARK_MEMORY_KEYS = (SPARK_ROCKSDB_PREFIX + "boundedMemoryUsage",
+                     SPARK_ROCKSDB_PREFIX + "maxMemoryUsageMB")
+SPARK_MAX_MEMORY_DEFAULT_MB = 500
+
+
+def spark_memory_bound(raw: Mapping[str, str]) -> str | None:
+    """memoryBoundMB as Spark's memory settings in `raw` give it; None if they are unset."""
+    bounded = raw.get(SPARK_MEMORY_KEYS[0])
+    if bounded is None:
+        return None
+    if not _boolean(str(bounded)):
+        return "0"
+    return str(raw.get(SPARK_MEMORY_KEYS[1], SPARK_MAX_MEMORY_DEFAULT_MB)).strip()
+
+
+def from_spark_settings(raw: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Our options (short key -> (the Spark key, its value)) that Spark's settings in `raw`
+    set, where ours are not set."""
+    def ours_set(short: str) -> bool:
+        return PREFIX + short in raw or short in raw
+
+    mapped: dict[str, tuple[str, str]] = {}
+    for setting in SPARK_SETTINGS:
+        if setting.key in raw and not ours_set(setting.ours):
+            value = setting.convert(str(raw[setting.key]))
+            if value is not None:
+                mapped[setting.ours] = (setting.key, value)
+    bound = spark_memory_bound(raw)
+    if bound is not None and not ours_set("memoryBoundMB"):
+        mapped["memoryBoundMB"] = (" and ".join(k for k in SPARK_MEMORY_KEYS if k in raw), bound)
+    return mapped
+
+
+def ignored_spark_settings(raw: Mapping[str, str]) -> list[str]:
+    """The keys of Spark's RocksDB provider set in `raw` that have no meaning here."""
+    honoured = {s.key for s in SPARK_SETTINGS} | set(SPARK_MEMORY_KEYS)
+    return sorted(k for k in raw if k.startswith(SPARK_ROCKSDB_PREFIX) and k not in honoured)
+
+
+def ignored_warning(keys: list[str]) -> str:
+    return (f"settings of Spark's RocksDB provider that the pyrocks state store ignores "
+            f"(no meaning here): {', '.join(keys)}. Honoured: "
+            + ", ".join(f"{s.key.removeprefix(SPARK_STATE_PREFIX)} as {s.ours}"
+                        for s in SPARK_SETTINGS)
+            + ", rocksdb.boundedMemoryUsage/maxMemoryUsageMB as memoryBoundMB.")
+
+
+def effective(raw: Mapping[str, str]) -> dict[str, Any]:
+    """Every option `raw` sets, ours and those Spark's settings map to, parsed (short keys)."""
     parsed = validate(raw)
+    for short, (source, text) in from_spark_settings(raw).items():
+        spec = BY_KEY[short]
+        try:
+            parsed[short] = spec.parse(text)
+        except ValueError as e:
+            raise OptionError(f"invalid value {text!r} for {source} (Spark's setting, read as "
+                              f"{PREFIX}{short}): {e}; accepted: {spec.accepted}") from e
+    return parsed
+
+
+def store_options(raw: Mapping[str, str]) -> StoreOptions:
+    parsed = effective(raw)
     names = {f.name for f in fields(StoreOptions)}
     values = {BY_KEY[k].field: v for k, v in parsed.items() if BY_KEY[k].field in names}
     return StoreOptions(**values)
+
+
+def canonical(key: str, value: Any) -> str:
+    """The conf text of a Python value given for our option `key` (short): dicts as JSON,
+    booleans as Spark writes them, sizes and durations as the number the shim reads."""
+    spec = BY_KEY.get(key)
+    if isinstance(value, bool):
+        text = str(value).lower()
+    elif isinstance(value, (dict, list)):
+        text = json.dumps(value)
+    else:
+        text = str(value)
+    if spec is None:
+        return text
+    parsed = validate({key: text})[key]
+    if isinstance(parsed, bool):
+        return str(parsed).lower()
+    if isinstance(parsed, dict):
+        return json.dumps(parsed)
+    if isinstance(parsed, float) and parsed.is_integer():
+        return str(int(parsed))
+    return str(parsed)

@@ -4,8 +4,10 @@
     spark = configure(SparkSession.builder.master("local[2]")).getOrCreate()
 
 `spark_conf(**options)` returns every entry needed; `options` use the short names of
-`state_store.options` (e.g. `snapshotInterval=20`) and are validated here, before a query
-runs, with the same errors the workers would give. `resultStore=URL` also registers the
+`state_store.options` (e.g. `snapshotInterval=20`) and Python values (a dict for
+`rootOptions`, `True`, sizes such as `"256k"`, durations such as `"10min"`); they are
+validated here, before a query runs, with the same errors the workers would give, and
+written as the text the shim and the workers read. `resultStore=URL` also registers the
 query result store's recorder (see `state_store.results`).
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,7 +31,7 @@ from .driver.classes import (
     RUN_EPOCH_LISTENER_CLASS,
 )
 from .driver.jvm import ensure_shim_loadable
-from .options import PREFIX, validate
+from .options import PREFIX, canonical, ignored_spark_settings, ignored_warning, validate
 
 PYTHON_EXEC_KEY = PREFIX + "pythonExec"
 # Where a user names the Python of the executors (PySpark's own workers use it; so do ours).
@@ -70,7 +73,7 @@ def cluster_conf(**options: Any) -> dict[str, str]:
         # Each query run gets its run epoch as it starts (a rewound batch supersedes).
         QUERY_LISTENERS_KEY: RUN_EPOCH_LISTENER_CLASS,
     }
-    conf.update({PREFIX + key: _text(value) for key, value in options.items()})
+    conf.update({PREFIX + key: canonical(key, value) for key, value in options.items()})
     if "resultStore" in options:  # every query run of the session is recorded there
         conf[QUERY_LISTENERS_KEY] += "," + RESULT_RECORDER_CLASS
     validate(conf)
@@ -83,6 +86,9 @@ def configure(builder: Any, **options: Any) -> Any:
     ours are appended. A builder that names the executors' Python (`EXECUTOR_PYTHON_KEYS`)
     keeps it for our workers too."""
     existing = getattr(builder, "_options", {})
+    ignored = ignored_spark_settings(existing)
+    if ignored:  # the shim says it again in the executors' logs
+        warnings.warn(ignored_warning(ignored), stacklevel=2)
     conf = spark_conf(**options)
     if "pythonExec" not in options and any(existing.get(k) for k in EXECUTOR_PYTHON_KEYS):
         del conf[PYTHON_EXEC_KEY]  # the shim finds the one the builder names
@@ -135,6 +141,3 @@ def merge_setting(key: str, theirs: Any, ours: str) -> str:
     entries = [e.strip() for e in str(theirs).split(separator) if e.strip()]
     return separator.join(entries + [e for e in ours.split(separator) if e not in entries])
 
-
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import state_store
+from state_store import options
 from state_store.driver import bridge
 
 CHECKS_SOURCES = Path(__file__).resolve().parent / "jvm"
@@ -36,6 +37,9 @@ FINISH = ("finish-query-matches-its-checkpoint-only",
 REPLAY = ("load-empty-publishes-a-first-version", "change-feed-lists-each-version-in-order",
           "replay-from-a-snapshot-equals-a-load")
 SCANS = ("range-scan-lists-keys-in-value-order",)
+OPTIONS = ("sizes-and-durations-read-as-python-reads-them",
+           "spark-memory-settings-read-as-python-reads-them",
+           "spark-state-settings-reach-the-worker-and-unknown-ones-are-named")
 
 
 @dataclass
@@ -78,7 +82,8 @@ GROUPS = {"read cache and key filter": CACHE,
           "deadlines": DEADLINES,
           "finishing the stores of a stopped query": FINISH,
           "versions from nothing, the change feed, replay": REPLAY,
-          "range scans": SCANS}
+          "range scans": SCANS,
+          "option values and Spark's settings": OPTIONS}
 
 
 @pytest.mark.parametrize(("group", "name"),
@@ -86,6 +91,40 @@ GROUPS = {"read cache and key filter": CACHE,
                          ids=[name for group in GROUPS.values() for name in group])
 def test_jvm_check(checks: ShimChecks, group: tuple[str, ...], name: str) -> None:
     checks.assert_passed(group, name)
+
+
+def _python_reading(kind: str, text: str) -> str:
+    """What the worker's option table makes of `text`, as OptionChecks prints the shim's."""
+    if kind == "memory":
+        bounded, maximum = text.split(",")
+        conf = {key: value for key, value in zip(options.SPARK_MEMORY_KEYS, (bounded, maximum),
+                                                  strict=True) if value != "unset"}
+        bound = options.spark_memory_bound(conf)
+        return "none" if bound is None else str(options.BY_KEY["memoryBoundMB"].parse(bound))
+    text = "" if text == "<empty>" else text.replace("_", " ")
+    try:
+        if kind == "seconds":
+            seconds = options._duration(text)
+            return str(int(seconds)) if seconds.is_integer() else "none"
+        shift = int(kind.removeprefix("units:"))
+        return str(options._non_negative_int(text) if shift < 0 and text.isdigit() else
+                   options._in_units(shift, 0)(text) if shift >= 0 else "none")
+    except ValueError:
+        return "none"
+
+
+def test_shim_reads_option_values_as_the_worker_does(checks: ShimChecks) -> None:
+    """Sizes, durations and Spark's memory settings the shim reads itself (it needs them
+    before a worker exists) mean what they mean to the worker's option table."""
+    readings = []
+    for name in OPTIONS[:2]:
+        checks.assert_passed(OPTIONS, name)
+        readings += [line.split()[1:] for line in checks.outputs[name].splitlines()
+                     if line.startswith("READ ")]
+    assert len(readings) > 90
+    differ = [(kind, text, got, _python_reading(kind, text))
+              for kind, text, _, got in readings if _python_reading(kind, text) != got]
+    assert not differ, f"(kind, value, shim, worker): {differ}"
 
 
 def test_every_check_of_the_jvm_side_runs_here() -> None:

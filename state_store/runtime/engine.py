@@ -295,6 +295,8 @@ class VersionedStore:
         started = time.perf_counter()
         changelog = self.checkpoint.write_changelog(new_version, bytes(self.pending))
         self.metrics.changelog_bytes += changelog.file.size
+        if self.opts.compact_on_commit:  # before any snapshot of this version is taken
+            self.copy.compact()
         forced = self._snapshot_first_if_needed(changelog)
         manifest = self.lineage.next_manifest(changelog, self.copy.num_keys,
                                               self.copy.column_families(), self.writer,

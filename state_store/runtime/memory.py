@@ -42,15 +42,15 @@ class RocksMemory:
             int(bound * WRITE_BUFFER_SHARE), False, cache)
         return cls(bound, cache, buffers)
 
-    def apply(self, options: Options) -> None:
+    def apply(self, options: Options, table: BlockBasedOptions) -> None:
+        """Puts a store's `options` and its `table` (set on `options` after this) in the
+        budget."""
         options.set_write_buffer_manager(self.write_buffers)
         options.set_arena_block_size(ARENA_BLOCK_BYTES)
-        table = BlockBasedOptions()
         table.set_block_cache(self.cache)
         table.set_cache_index_and_filter_blocks(True)
         # L0 files are read by every lookup: keep their index and filter from being evicted
         table.set_pin_l0_filter_and_index_blocks_in_cache(True)
-        options.set_block_based_table_factory(table)
 
     def usage_bytes(self) -> int:
         """What the shared cache holds now, memtable reservations included."""

@@ -188,7 +188,9 @@ class Session:
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
         self.store = VersionedStore(spec["store_name"], checkpoint, local, opts, self.uploads,
                                     self.memory, writer, int(spec.get("run_epoch", 0)))
-        return _json({"pid": os.getpid(), "root": checkpoint.storage.url})
+        return _json({"pid": os.getpid(), "root": checkpoint.storage.url,
+                      # Spark's RocksDB settings with no meaning here: the shim warns once
+                      "ignored_settings": options_mod.ignored_spark_settings(spec["options"])})
 
     def open_checkpoint(self, spec: dict, opts: options_mod.StoreOptions) -> StoreRoot:
         """The store's durable root: its own under the checkpoint (or rootUrl) per query

@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocksdict import ColumnFamily, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    ColumnFamily,
+    DBCompressionType,
+    Options,
+    Rdict,
+    WriteBatch,
+    WriteOptions,
+)
 
 from ..errors import StateStoreError
 from ..format import records
@@ -25,12 +34,27 @@ _PUT, _DELETE = int(Op.PUT), int(Op.DELETE)
 UNTRACKED = -1
 
 
+# Spark's names (options.COMPRESSIONS) for rocksdict's.
+_COMPRESSION = {"none": DBCompressionType.none(), "snappy": DBCompressionType.snappy(),
+                "zlib": DBCompressionType.zlib(), "bzip2": DBCompressionType.bz2(),
+                "lz4": DBCompressionType.lz4(), "lz4hc": DBCompressionType.lz4hc(),
+                "zstd": DBCompressionType.zstd()}
+
+
 def rocks_options(opts: StoreOptions, memory: RocksMemory | None) -> Options:
+    """One store's RocksDB options, shared by all its column families."""
     o = Options(raw_mode=True)
     o.create_if_missing(True)
     o.set_write_buffer_size(opts.write_buffer_mb << 20)
+    o.set_compression_type(_COMPRESSION[opts.compression])
+    o.set_max_open_files(opts.max_open_files)
+    table = BlockBasedOptions()
+    table.set_block_size(opts.block_size_kb << 10)
     if memory is not None:
-        memory.apply(o)
+        memory.apply(o, table)
+    else:
+        table.set_block_cache(Cache(opts.block_cache_mb << 20))
+    o.set_block_based_table_factory(table)
     return o
 
 
@@ -40,6 +64,9 @@ class WorkingCopy:
         self.opts = opts
         self.memory = memory  # shared with the worker's other stores; None = RocksDB defaults
         self.db: Rdict | None = None
+        # Made once per store: without a memory bound it holds the store's own block cache,
+        # which its column families share.
+        self.options = rocks_options(opts, memory)
         self.cfs: dict[str, Rdict] = {}
         self.num_keys = 0  # UNTRACKED when counting is off
         self.write_options = WriteOptions()
@@ -49,7 +76,7 @@ class WorkingCopy:
 
     def open(self, db_dir: Path) -> None:
         """Opens the RocksDB in `db_dir` (a downloaded snapshot), or a new empty one."""
-        options = rocks_options(self.opts, self.memory)
+        options = self.options
         existing = Rdict.list_cf(str(db_dir), options) if db_dir.exists() else [DEFAULT_CF]
         self.db = Rdict(str(db_dir), options,
                         column_families={cf: options for cf in existing if cf != DEFAULT_CF})
@@ -113,6 +140,11 @@ class WorkingCopy:
     def column_families(self) -> list[str]:
         return sorted(self.cfs)
 
+    def compact(self) -> None:
+        """Compacts every column family: what compactOnCommit asks of each commit."""
+        for handle in self.cfs.values():
+            handle.compact_range(None, None)
+
     def memory_bytes(self) -> int:
         if self.db is None:
             return 0
@@ -154,7 +186,7 @@ class WorkingCopy:
         elif op == Op.CREATE_CF:
             if cf not in self.cfs:
                 self.cfs[cf] = self.rocksdb().create_column_family(
-                    cf, rocks_options(self.opts, self.memory))
+                    cf, self.options)
         elif op == Op.DROP_CF and cf in self.cfs and cf != DEFAULT_CF:
             if count_keys:
                 self.num_keys -= sum(1 for _ in self.scan(cf, None, None, None))

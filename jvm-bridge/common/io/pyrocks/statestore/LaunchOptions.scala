@@ -25,7 +25,12 @@ final case class LaunchOptions(
 }
 
 object LaunchOptions {
-  val Prefix = "spark.sql.streaming.stateStore.pyrocks."
+  val StatePrefix = "spark.sql.streaming.stateStore."
+  val Prefix: String = StatePrefix + "pyrocks."
+  /** Spark's RocksDB memory settings, mapped to memoryBoundMB as options.py's
+   * `spark_memory_bound` maps them (a test checks the two agree). */
+  val SparkBoundedMemory: String = StatePrefix + "rocksdb.boundedMemoryUsage"
+  val SparkMaxMemoryMB: String = StatePrefix + "rocksdb.maxMemoryUsageMB"
 
   type WorkerSpec = (String, Option[String], Int, Int, String)
 
@@ -35,23 +40,42 @@ object LaunchOptions {
       if (v.trim.isEmpty) invalid(key, v, "a non-empty value")
       v.trim
     }
-    def atLeast(key: String, min: Int): Option[Int] = text(key).map { v =>
-      val n = try v.toInt catch { case _: NumberFormatException => Int.MinValue }
-      if (n < min) invalid(key, v, s"an integer >= $min")
-      n
-    }
-    def positive(key: String) = atLeast(key, 1)
-    def nonNegative(key: String) = atLeast(key, 0)
+    def atLeast(key: String, min: Int, shift: Int, accepted: String): Option[Int] =
+      text(key).map { v =>
+        val n = Sizes.inUnits(v, shift).filter(_ <= Int.MaxValue).map(_.toInt)
+        n.filter(_ >= min).getOrElse(invalid(key, v, accepted))
+      }
     LaunchOptions(
       pythonExec = text("pythonExec").getOrElse(sparkPython(confs, onDriver)),
       pythonPath = text("pythonPath"),
-      workers = positive("workers").getOrElse(taskSlots()),
-      writeBatchBytes = positive("writeBatchBytes").getOrElse(256 << 10),
-      readCacheMB = nonNegative("readCacheMB").getOrElse(256),
-      memoryBoundMB = nonNegative("memoryBoundMB").getOrElse(512),
+      workers = atLeast("workers", 1, -1, "an integer >= 1").getOrElse(taskSlots()),
+      writeBatchBytes = atLeast("writeBatchBytes", 1, 0, "a size >= 1 byte (256k)")
+        .getOrElse(256 << 10),
+      readCacheMB = atLeast("readCacheMB", 0, 20, "MiB >= 0 (or a size: 1g)").getOrElse(256),
+      memoryBoundMB = atLeast("memoryBoundMB", 0, 20, "MiB >= 0 (or a size: 1g)")
+        .orElse(sparkMemoryBound(confs)).getOrElse(512),
       localDir = text("localDir").getOrElse(System.getProperty("java.io.tmpdir")),
-      requestTimeoutSeconds = positive("requestTimeoutSeconds").getOrElse(600))
+      requestTimeoutSeconds = text("requestTimeoutSeconds").map { v =>
+        Sizes.wholeSeconds(v).filter(s => s >= 1 && s <= Int.MaxValue).map(_.toInt)
+          .getOrElse(invalid("requestTimeoutSeconds", v,
+            "whole seconds >= 1 (or a duration: 10min)"))
+      }.getOrElse(600))
   }
+
+  /** memoryBoundMB from Spark's boundedMemoryUsage (false: per-store caches, our 0) and
+   * maxMemoryUsageMB (Spark's default 500), when our own key is not set. */
+  private[statestore] def sparkMemoryBound(confs: Map[String, String]): Option[Int] =
+    confs.get(SparkBoundedMemory).map(_.trim.toLowerCase).map {
+      case "false" => 0
+      case "true" =>
+        val max = confs.getOrElse(SparkMaxMemoryMB, "500").trim
+        Sizes.inUnits(max, 20).filter(n => n >= 0 && n <= Int.MaxValue).map(_.toInt)
+          .getOrElse(throw new IllegalArgumentException(
+            s"invalid value '$max' for $SparkMaxMemoryMB (Spark's setting, read as " +
+              s"${Prefix}memoryBoundMB); accepted: MiB >= 0 (or a size: 1g)"))
+      case other => throw new IllegalArgumentException(
+        s"invalid value '$other' for $SparkBoundedMemory; accepted: true or false")
+    }
 
   /**
    * The Python PySpark itself runs where this process runs, in PySpark's order: so a packed

@@ -332,16 +332,19 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       val pool = WorkerPool.get(launch)
       val conn = pool.connect(math.abs(storeId.partitionId) % pool.size, launch.writeBatchBytes,
         launch.requestTimeoutSeconds, describe)
-      try conn.request(Wire.Open, openSpec(localName)) catch {
+      val opened = try conn.request(Wire.Open, openSpec(localName)) catch {
         case NonFatal(e) => conn.close(); throw e
       }
+      IgnoredSettings.warnOnce(opened, msg => logWarning(msg))
       connection = conn
     }
     f(connection)
   }
 
   private[statestore] def openSpec(localName: String): Array[Byte] = {
-    val pyrocks = storeConf.sqlConfs.filter(_._1.startsWith(LaunchOptions.Prefix))
+    // Ours, and Spark's own state store settings: the worker maps those that mean the same
+    // here (state_store/options.py, SPARK_SETTINGS) and names the others.
+    val pyrocks = storeConf.sqlConfs.filter(_._1.startsWith(LaunchOptions.StatePrefix))
     val spec = JObject(
       "store_root" -> JString(storeId.storeCheckpointLocation().toString),
       "store_path" -> JString(location.relativePath),

@@ -26,7 +26,7 @@ import org.apache.spark.sql.types.{LongType, StructType}
 object ShimChecks {
   private val checks: Map[String, Fixture => Unit] =
     CacheChecks.all ++ WriterChecks.all ++ DeadlineChecks.all ++ FinishChecks.all ++
-      ReplayChecks.all ++ ScanChecks.all
+      ReplayChecks.all ++ ScanChecks.all ++ OptionChecks.all
 
   def main(args: Array[String]): Unit = {
     val (work, python, pythonPath, names) = (args(0), args(1), args(2), args.toSeq.drop(3))
@@ -77,7 +77,9 @@ final class Fixture(val work: Path, python: String, pythonPath: String) {
     sql.setConfString("spark.sql.streaming.stateStore.commitValidation.enabled", "false")
     val defaults = Seq("pythonExec" -> python, "pythonPath" -> pythonPath, "workers" -> "1",
       "localDir" -> work.resolve("pool").toString)
-    (defaults ++ options).foreach { case (k, v) => sql.setConfString(LaunchOptions.Prefix + k, v) }
+    (defaults ++ options).foreach { case (k, v) =>  // ours by short key, Spark's in full
+      sql.setConfString(if (k.startsWith("spark.")) k else LaunchOptions.Prefix + k, v)
+    }
     new StateStoreConf(sql, Map.empty)
   }
 

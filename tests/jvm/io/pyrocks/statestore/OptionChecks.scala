@@ -1,0 +1,82 @@
+package io.pyrocks.statestore
+
+import java.nio.charset.StandardCharsets.UTF_8
+
+import org.json4s._
+import org.json4s.jackson.JsonMethods.parse
+
+/** Option values the shim reads itself (sizes, durations, Spark's memory settings) read as
+ * the worker's option table reads them: each check prints `READ <kind> <input> => <result>`
+ * lines that tests/test_shim_units.py compares with Python's answers. */
+object OptionChecks {
+  val all: Map[String, Fixture => Unit] = Map(
+    "sizes-and-durations-read-as-python-reads-them" -> sizesAndDurations,
+    "spark-memory-settings-read-as-python-reads-them" -> sparkMemorySettings,
+    "spark-state-settings-reach-the-worker-and-unknown-ones-are-named" -> settingsReachWorker)
+
+  val SizeSamples: Seq[String] = Seq("0", "1", "512", "256k", "256K", "64m", "64MiB", "1g",
+    "1gb", " 2 g ", "1t", "1536k", "100k", "abc", "", "-1", "1.5m", "12x", "9999999999999")
+  val DurationSamples: Seq[String] = Seq("1", "600", "10s", "10min", "2h", "1d", "500ms",
+    "1500ms", "1.5", "1.5min", "0", "x", "", "10 s", "3m")
+
+  private def shown(text: String): String = if (text.isEmpty) "<empty>" else text.replace(" ", "_")
+
+  def sizesAndDurations(f: Fixture): Unit = {
+    for (shift <- Seq(-1, 0, 10, 20); text <- SizeSamples) {
+      val got = Sizes.inUnits(text, shift).map(_.toString).getOrElse("none")
+      println(s"READ units:$shift ${shown(text)} => $got")
+    }
+    for (text <- DurationSamples) {
+      val got = Sizes.wholeSeconds(text).map(_.toString).getOrElse("none")
+      println(s"READ seconds ${shown(text)} => $got")
+    }
+  }
+
+  def sparkMemorySettings(f: Fixture): Unit = {
+    val samples: Seq[Map[String, String]] = Seq(
+      Map.empty,
+      Map(LaunchOptions.SparkBoundedMemory -> "true"),
+      Map(LaunchOptions.SparkBoundedMemory -> "true", LaunchOptions.SparkMaxMemoryMB -> "300"),
+      Map(LaunchOptions.SparkBoundedMemory -> "TRUE", LaunchOptions.SparkMaxMemoryMB -> "1g"),
+      Map(LaunchOptions.SparkBoundedMemory -> "false", LaunchOptions.SparkMaxMemoryMB -> "300"),
+      Map(LaunchOptions.SparkMaxMemoryMB -> "300"))
+    for (conf <- samples) {
+      val got = LaunchOptions.sparkMemoryBound(conf).map(_.toString).getOrElse("none")
+      val bounded = conf.getOrElse(LaunchOptions.SparkBoundedMemory, "unset")
+      val max = conf.getOrElse(LaunchOptions.SparkMaxMemoryMB, "unset")
+      println(s"READ memory $bounded,$max => $got")
+    }
+    val ours = LaunchOptions.fromConfs(Map(LaunchOptions.Prefix + "memoryBoundMB" -> "64",
+      LaunchOptions.SparkBoundedMemory -> "true", LaunchOptions.SparkMaxMemoryMB -> "300",
+      LaunchOptions.Prefix + "workers" -> "1"))
+    f.expect(ours.memoryBoundMB == 64, s"our memoryBoundMB lost to Spark's: ${ours.memoryBoundMB}")
+    val bad = f.expectThrows[IllegalArgumentException](LaunchOptions.fromConfs(Map(
+      LaunchOptions.Prefix + "writeBatchBytes" -> "12x", LaunchOptions.Prefix + "workers" -> "1")))
+    f.expect(bad.getMessage.contains(LaunchOptions.Prefix + "writeBatchBytes") &&
+      bad.getMessage.contains("'12x'"), s"unclear refusal: ${bad.getMessage}")
+  }
+
+  /** The OPEN request carries Spark's state store settings (not only ours), the worker
+   * applies those with a meaning here and names the others, and the JVM warns of those
+   * once, not once per store. */
+  def settingsReachWorker(f: Fixture): Unit = {
+    import f._
+    implicit val formats: DefaultFormats.type = DefaultFormats
+    val unknown = "spark.sql.streaming.stateStore.rocksdb.formatVersion"
+    val settings = Seq("spark.sql.streaming.stateStore.rocksdb.compression" -> "zstd",
+      "spark.sql.streaming.stateStore.minDeltasForSnapshot" -> "3", unknown -> "5")
+    val providers = (1 to 2).map(i => provider(checkpoint(s"tuned$i"), settings: _*))
+    val spec = parse(new String(providers.head.openSpec("probe"), UTF_8)) \ "options"
+    for ((k, v) <- settings) expect((spec \ k) == JString(v), s"OPEN lacks $k: $spec")
+    val before = IgnoredSettings.warnedSets
+    providers.foreach { p =>
+      val store = p.getStore(0)
+      store.put(key(1), value(1))
+      store.commit()
+    }
+    val added = IgnoredSettings.warnedSets -- before
+    expect(added == Set(unknown) || before.contains(unknown),
+      s"expected one warning naming $unknown, warned: $added")
+    providers.foreach(_.close())
+  }
+}
