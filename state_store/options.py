@@ -257,6 +257,7 @@ class StoreOptions:
     block_cache_mb: int = 8
     max_open_files: int = -1
     compact_on_commit: bool = False
+    min_versions_to_retain: int = 100  # Spark's, recorded in manifests for inspect's GC plan
 
 
 def validate(raw: Mapping[str, str]) -> dict[str, Any]:
@@ -385,10 +386,19 @@ def effective(raw: Mapping[str, str]) -> dict[str, Any]:
     return parsed
 
 
+# Not a state store setting: the shim adds the value Spark's StateStoreConf holds.
+RETAIN_KEY = "spark.sql.streaming.minBatchesToRetain"
+
+
 def store_options(raw: Mapping[str, str]) -> StoreOptions:
     parsed = effective(raw)
     names = {f.name for f in fields(StoreOptions)}
     values = {BY_KEY[k].field: v for k, v in parsed.items() if BY_KEY[k].field in names}
+    if RETAIN_KEY in raw:
+        try:
+            values["min_versions_to_retain"] = _non_negative_int(str(raw[RETAIN_KEY]))
+        except ValueError as e:
+            raise OptionError(f"invalid value {raw[RETAIN_KEY]!r} for {RETAIN_KEY}: {e}") from e
     return StoreOptions(**values)
 
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import CorruptFileError, StateStoreError
-from .manifest import Changelog, FileRef, Manifest, SnapshotDescriptor
+from .manifest import Changelog, FileRef, Manifest, Retention, SnapshotDescriptor
 
 # ---- the rules on records ------------------------------------------------------------------
 
@@ -246,14 +246,14 @@ class Lineage:
             len(self.manifest.changelogs_after(self.base_version)) >= interval
 
     def next_manifest(self, changelog: Changelog, num_keys: int, column_families: list[str],
-                      writer: str, epoch: int) -> Manifest:
+                      writer: str, epoch: int, retention: Retention | None = None) -> Manifest:
         """The manifest of the next version: its base and chain (checked: the chain rule),
         as this working copy's history has them now."""
         base = self.base
         manifest = Manifest(changelog.version, None if base is None else base.version,
                             self.chain(changelog), num_keys, column_families,
                             base_lineage="" if base is None else base.lineage,
-                            writer=writer, epoch=epoch)
+                            writer=writer, epoch=epoch, retention=retention)
         return manifest
 
     def committed(self, manifest: Manifest) -> None:

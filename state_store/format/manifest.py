@@ -126,6 +126,24 @@ class SnapshotDescriptor:
 
 
 @dataclass(frozen=True)
+class Retention:
+    """The GC settings of the run that published a manifest: what `state-store inspect`'s
+    dry run uses unless told otherwise, so it plans what the query's own GC would do."""
+
+    min_versions: int  # spark.sql.streaming.minBatchesToRetain
+    orphan_margin_s: float  # orphanMarginSeconds
+
+    @staticmethod
+    def from_raw(raw: Any) -> Retention | None:
+        if raw is None:
+            return None
+        margin = float(raw["orphan_margin_s"])
+        if not 0 <= margin < float("inf"):
+            raise ValueError(f"retention.orphan_margin_s {margin} is not a duration")
+        return Retention(_version(raw["min_versions"]), margin)
+
+
+@dataclass(frozen=True)
 class Manifest:
     """A committed version: its base snapshot plus the changelogs that follow it.
 
@@ -141,6 +159,7 @@ class Manifest:
     base_lineage: str = ""  # the base snapshot's lineage: only that snapshot may serve
     writer: str = ""  # the JVM and worker that published it (for people and tests)
     epoch: int = 0  # the run that published it (see the module docstring)
+    retention: Retention | None = None  # None in manifests older than the field
     format_version: int = FORMAT_VERSION
     kind: str = KIND
 
@@ -178,6 +197,7 @@ class Manifest:
                 base_lineage=lineage and file_name(lineage, where, "base_lineage"),
                 writer=str(raw.get("writer", "")),
                 epoch=_version(raw.get("epoch", 0)),
+                retention=Retention.from_raw(raw.get("retention")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptFileError(f"{where} is not a valid manifest: {e!r}") from e

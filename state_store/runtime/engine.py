@@ -33,7 +33,7 @@ from pathlib import Path
 from ..errors import CorruptFileError, StateStoreError, VersionNotFoundError
 from ..format import gc, records
 from ..format.lineage import Lineage, LoadPlan
-from ..format.manifest import Changelog
+from ..format.manifest import Changelog, Retention
 from ..format.records import OP_MASK, Op
 from ..format.store_root import StoreRoot, UploadStats
 from ..options import StoreOptions
@@ -298,9 +298,9 @@ class VersionedStore:
         if self.opts.compact_on_commit:  # before any snapshot of this version is taken
             self.copy.compact()
         forced = self._snapshot_first_if_needed(changelog)
-        manifest = self.lineage.next_manifest(changelog, self.copy.num_keys,
-                                              self.copy.column_families(), self.writer,
-                                              self.epoch)
+        manifest = self.lineage.next_manifest(
+            changelog, self.copy.num_keys, self.copy.column_families(), self.writer, self.epoch,
+            Retention(self.opts.min_versions_to_retain, self.opts.orphan_margin_seconds))
         if not self.checkpoint.publish_manifest(manifest):
             # Another attempt of this run published first; its files are the version now,
             # and this attempt's own files (changelog, forced snapshot) serve nobody.

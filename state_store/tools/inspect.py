@@ -10,12 +10,13 @@ from typing import Any
 
 from ..format import gc
 from ..format.dependencies import depends_on, store_seeds
-from ..format.manifest import MANIFEST_DIR, FileRef, Owner
+from ..format.manifest import MANIFEST_DIR, FileRef, Manifest, Owner
 from ..format.restores import CLAIM_RELEASE, RESTORE_RECORD, ClaimRelease, RestoreRecord, read_claim
 from ..format.seeding import Seed, trusted_roots
 from ..format.spark_checkpoint import SourceError, query_id_of, stores_under_root
 from ..format.storage import Storage
 from ..format.store_root import QUERY_DIR_PREFIX, StoreRoot
+from ..options import BY_KEY
 
 
 @dataclass
@@ -49,6 +50,9 @@ class StoreReport:
     owned_bytes: int = 0
     references: list[str] = field(default_factory=list)  # other roots retained records use
     gc_would_delete: dict[str, Any] = field(default_factory=dict)
+    # The settings the dry run used: given on the command line, else those the query's
+    # last manifest recorded, else the defaults.
+    gc_settings: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,7 +66,8 @@ def find_store_roots(storage: Storage) -> list[str]:
     return sorted(found)
 
 
-def describe_root(storage: Storage, retain: int, orphan_margin_s: float) -> list[StoreReport]:
+def describe_root(storage: Storage, retain: int | None,
+                  orphan_margin_s: float | None) -> list[StoreReport]:
     """A report per store root at or under `storage` (a checkpoint, a rootUrl, a store)."""
     reports = []
     queries: dict[str, dict[str, StoreReport]] = {}  # base -> query id -> its store report
@@ -111,7 +116,7 @@ class LocationReport:
         return asdict(self)
 
 
-def describe_location(storage: Storage, retain: int, orphan_margin_s: float,
+def describe_location(storage: Storage, retain: int | None, orphan_margin_s: float | None,
                       state_root: Storage | None = None) -> LocationReport:
     """Every store root at or under `storage` (or, for a query that keeps its state under
     a rootUrl, the current query's stores under `state_root`), and what the current query
@@ -177,8 +182,30 @@ def format_location(report: LocationReport) -> str:
     return "\n".join(lines)
 
 
-def describe_store(checkpoint: StoreRoot, retain: int, orphan_margin_s: float) -> StoreReport:
+# Spark's spark.sql.streaming.minBatchesToRetain default, and our orphanMarginSeconds one.
+DEFAULT_RETAIN = 100
+DEFAULT_ORPHAN_MARGIN_S = float(BY_KEY["orphanMarginSeconds"].default)
+
+
+def gc_settings(latest: Manifest | None, retain: int | None,
+                orphan_margin_s: float | None) -> dict[str, Any]:
+    """What the GC dry run of a store uses: each setting given, else the one its query's
+    latest manifest recorded (what its own GC uses), else the default."""
+    recorded = latest.retention if latest is not None else None
+    return {
+        "min_versions_to_retain": retain if retain is not None else
+        recorded.min_versions if recorded else DEFAULT_RETAIN,
+        "orphan_margin_seconds": orphan_margin_s if orphan_margin_s is not None else
+        recorded.orphan_margin_s if recorded else DEFAULT_ORPHAN_MARGIN_S,
+        "source": "given" if retain is not None or orphan_margin_s is not None else
+        "recorded" if recorded is not None else "default",
+    }
+
+
+def describe_store(checkpoint: StoreRoot, retain: int | None,
+                   orphan_margin_s: float | None) -> StoreReport:
     report = StoreReport(checkpoint.storage.url)
+    latest: Manifest | None = None
     index = checkpoint.index()
     previous: set[str] = set()
     all_files: dict[str, FileRef] = {}
@@ -189,7 +216,7 @@ def describe_store(checkpoint: StoreRoot, retain: int, orphan_margin_s: float) -
             version, plan.manifest.num_keys, plan.snapshot.version if plan.snapshot else None,
             [c.version for c in plan.changelogs], _size(plan.files),
             _size(f for f in plan.files if f.name in previous)))
-        previous = names
+        previous, latest = names, plan.manifest
         all_files.update((c.file.name, c.file) for c in plan.manifest.changelogs)
     previous = set()
     for path in reversed(index.snapshot_paths()):
@@ -203,7 +230,9 @@ def describe_store(checkpoint: StoreRoot, retain: int, orphan_margin_s: float) -
         all_files.update((f.name, f) for f in snap.files)
     report.owned_bytes = sum(f.size for f in all_files.values() if f.owner is Owner.OWNED)
     report.references = sorted({f.root for f in all_files.values() if f.root})
-    plan = gc.plan_garbage(checkpoint, retain, orphan_margin_s)
+    report.gc_settings = gc_settings(latest, retain, orphan_margin_s)
+    plan = gc.plan_garbage(checkpoint, report.gc_settings["min_versions_to_retain"],
+                           report.gc_settings["orphan_margin_seconds"])
     report.gc_would_delete = {
         "manifests": plan.expired_manifests, "superseded": plan.superseded_manifests,
         "snapshots": plan.expired_snapshots, "files": [f.name for f in plan.garbage],
@@ -235,6 +264,11 @@ def format_report(report: StoreReport) -> str:
                  f"{len(gc['snapshots'])} snapshots, {len(gc['files'])} files, "
                  f"{len(gc['orphans'])} orphans, "
                  f"{len(gc['stale_queries'])} earlier queries' roots {gc['stale_queries']}")
+    settings = report.gc_settings
+    lines.append(f"    (retaining {settings['min_versions_to_retain']} versions, orphan margin "
+                 f"{settings['orphan_margin_seconds']:g} s: "
+                 + {"given": "as given)", "recorded": "the query's own settings)",
+                    "default": "defaults; the query recorded none)"}[settings["source"]])
     return "\n".join(lines)
 
 

@@ -31,6 +31,8 @@ object LaunchOptions {
    * `spark_memory_bound` maps them (a test checks the two agree). */
   val SparkBoundedMemory: String = StatePrefix + "rocksdb.boundedMemoryUsage"
   val SparkMaxMemoryMB: String = StatePrefix + "rocksdb.maxMemoryUsageMB"
+  /** Sent with the options: the worker records it in manifests (options.RETAIN_KEY). */
+  val RetainKey = "spark.sql.streaming.minBatchesToRetain"
 
   type WorkerSpec = (String, Option[String], Int, Int, String)
 

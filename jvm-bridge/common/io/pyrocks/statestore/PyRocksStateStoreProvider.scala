@@ -344,7 +344,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   private[statestore] def openSpec(localName: String): Array[Byte] = {
     // Ours, and Spark's own state store settings: the worker maps those that mean the same
     // here (state_store/options.py, SPARK_SETTINGS) and names the others.
-    val pyrocks = storeConf.sqlConfs.filter(_._1.startsWith(LaunchOptions.StatePrefix))
+    val pyrocks = storeConf.sqlConfs.filter(_._1.startsWith(LaunchOptions.StatePrefix)) +
+      (LaunchOptions.RetainKey -> storeConf.minVersionsToRetain.toString)
     val spec = JObject(
       "store_root" -> JString(storeId.storeCheckpointLocation().toString),
       "store_path" -> JString(location.relativePath),
