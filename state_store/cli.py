@@ -1,4 +1,11 @@
-"""The `state-store` console command: what a person does by hand."""
+"""The `state-store` console command: what a person does by hand.
+
+Every subcommand behaves alike: exit code 0 when it did what was asked, 1 for a finding (a
+corrupt or missing savepoint, no state where one was named, a failed cleanup, no query
+answering a stop), 2 for bad usage (an unknown or bad option, bad JSON, a storage URL that
+cannot hold state); never a traceback for bad input. With `--json` it prints exactly one
+JSON document on stdout, errors included: `{"error": {"exit_code", "type", "message"}}`.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,30 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any, NoReturn
 
 from . import options
-from .driver import bridge
-from .format.storage import open_storage
+from .errors import OptionError, StateStoreError, UnsupportedStorageError
+
+OK, FINDING, USAGE = 0, 1, 2
+
+
+class CliError(Exception):
+    """A failure the command reports in one line (or one JSON document), with its code."""
+
+    def __init__(self, message: str, exit_code: int, kind: str = "UsageError") -> None:
+        super().__init__(message)
+        self.exit_code, self.kind = exit_code, kind
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a subcommand found: the document `--json` prints, the text a person reads."""
+
+    document: Any
+    text: str
+    exit_code: int = OK
 
 
 @dataclass(frozen=True)
@@ -20,29 +46,144 @@ class Command:
     name: str
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
+    run: Callable[[argparse.Namespace], Outcome]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage raises instead of exiting, so it is reported like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{message}\n{self.format_usage().strip()}", USAGE)
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Shows each option's default, where it has one worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS, []) \
+                and "%(default)" not in text and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    def of(package: str) -> str:
+        try:
+            return installed(package)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (f"state-store {of('pyrocks-state-store')} (pyspark {of('pyspark')}, "
+            f"rocksdict {of('rocksdict')})")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = _Parser(prog="state-store", description=__doc__, formatter_class=_Help)
+    top.add_argument("--version", action="version", version=version())
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                             parser_class=_Parser)
+    for command in COMMANDS:
+        each = sub.add_parser(command.name, help=command.help, description=command.help,
+                              formatter_class=_Help)
+        command.arguments(each)
+        each.add_argument("--json", action="store_true",
+                          help="print one JSON document (errors too), no progress bar")
+    return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="state-store", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.arguments(sub.add_parser(command.name, help=command.help))
-    args = parser.parse_args(argv)
-    return BY_NAME[args.command].run(args)
+    argv = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in argv
+    try:
+        args = parser().parse_args(argv)
+        outcome = BY_NAME[args.command].run(args)
+    except CliError as e:
+        return _report(e.exit_code, e.kind, str(e), as_json, argv)
+    except Exception as e:  # noqa: BLE001 - classified below; a bug still shows its trace
+        code = _exit_code_of(e)
+        if code is None:
+            raise
+        return _report(code, type(e).__name__, str(e), as_json, argv)
+    if as_json:
+        print(json.dumps(outcome.document, default=str))
+    elif outcome.text:
+        print(outcome.text, file=sys.stdout if outcome.exit_code == OK else sys.stderr)
+    return outcome.exit_code
 
 
-# ---- each subcommand's arguments -----------------------------------------------------------
+def _exit_code_of(e: Exception) -> int | None:
+    """USAGE for what the user gave wrong, FINDING for what was found; None for a bug."""
+    if isinstance(e, (OptionError, UnsupportedStorageError)):
+        return USAGE
+    if isinstance(e, (StateStoreError, OSError)):
+        return FINDING
+    if isinstance(e, (ValueError, TypeError)):  # from a storage library given bad options
+        return USAGE
+    return None
+
+
+def _report(code: int, kind: str, message: str, as_json: bool, argv: list[str]) -> int:
+    if as_json:
+        print(json.dumps({"error": {"exit_code": code, "type": kind, "message": message}}))
+    else:
+        name = next((a for a in argv if a in BY_NAME), "")
+        print(f"state-store{' ' + name if name else ''}: {message}", file=sys.stderr)
+    return code
+
+
+# ---- argument types --------------------------------------------------------------------------
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e}): {text!r}") from e
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}")
+    return value
+
+
+def _claim_mode(text: str) -> str:
+    """Ours (`claim`, `no-claim`) or Flink's spelling (`CLAIM`, `NO_CLAIM`)."""
+    from .format.seeding import MODES
+
+    mode = text.strip().lower().replace("_", "-")
+    if mode not in MODES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a claim mode; choose one of "
+                                         f"{', '.join(MODES)} (or CLAIM, NO_CLAIM)")
+    return mode
+
+
+def _non_negative(kind: type[int] | type[float]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from e
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+        return value
+    return parse
+
+
+# ---- each subcommand's arguments ------------------------------------------------------------
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
     pass
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batches", type=int, default=8)
-    parser.add_argument("--rows-per-second", type=int, default=2000)
-    parser.add_argument("--checkpoint", help="checkpoint directory (default: a temporary one)")
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--batches", type=int, default=8, help="micro-batches to run")
+    parser.add_argument("--rows-per-second", type=int, default=2000,
+                        help="rows the rate source makes per second")
+    parser.add_argument("--checkpoint", default="pyrocks-demo",
+                        help="the query's checkpoint, kept afterwards; an existing one is "
+                             "resumed")
+    parser.add_argument("--master", default="local[2]", help="Spark master")
 
 
 def _conf_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,181 +196,233 @@ def _conf_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _inspect_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("root", help="a checkpoint, a store root, or a rootUrl (local or s3://)")
-    parser.add_argument("--storage-options", default="{}",
+    parser.add_argument("root", help="a checkpoint, a savepoint, a store root, or a rootUrl")
+    parser.add_argument("--storage-options", type=_json_object, default={},
                         help="fsspec options as JSON, e.g. '{\"endpoint_url\": \"...\"}'")
-    parser.add_argument("--retain", type=int, default=100,
-                        help="versions GC would retain (spark.sql.streaming.minBatchesToRetain)")
-    parser.add_argument("--orphan-margin", type=float, default=3600.0,
-                        help="seconds before an unreferenced file counts as an orphan")
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--retain", type=_non_negative(int),
+                        help="versions GC retains (default: what the query recorded, its "
+                             "spark.sql.streaming.minBatchesToRetain, else 100)")
+    parser.add_argument("--orphan-margin", type=_non_negative(float),
+                        help="seconds before an unreferenced file counts as an orphan "
+                             "(default: the query's orphanMarginSeconds, else 3600)")
     parser.add_argument("--root-url", help="the rootUrl the checkpoint's query keeps its "
                                            "state under (for its stores and depends_on)")
-    parser.add_argument("--root-options", default="{}", help="fsspec options for --root-url")
+    parser.add_argument("--root-options", type=_json_object, default={},
+                        help="fsspec options for --root-url")
 
 
-def _savepoint_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", help="the query's checkpoint (or a savepoint to relocate)")
-    parser.add_argument("target", help="a new directory (local or s3://) for the savepoint")
-    parser.add_argument("--batch", type=int, help="the committed batch (default: the latest)")
+def _format_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["native", "canonical"], default="native",
                         help="native: this provider's files (fast); canonical: every store's "
                              "rows as typed Parquet, of a checkpoint of any provider, readable "
                              "by any tool, restorable at any partition count (a Spark job)")
+
+
+def _savepoint_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", help="the query's checkpoint (or a savepoint to relocate)")
+    parser.add_argument("target", help="a new directory (local or an object store URL)")
+    parser.add_argument("--batch", type=_non_negative(int),
+                        help="the committed batch (default: the latest)")
+    _format_argument(parser)
     _add_storage_arguments(parser)
+
+
+def _stop_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", help="the checkpoint of the running query")
+    parser.add_argument("-p", "--savepoint-path", "--savepointPath", dest="target",
+                        required=True, help="a new directory for the savepoint")
+    parser.add_argument("--drain", action="store_true",
+                        help="process everything available before stopping")
+    parser.add_argument("--timeout", type=_non_negative(float), default=300.0,
+                        help="seconds to wait for the query to stop")
+    _format_argument(parser)
+    _add_storage_arguments(parser)
+
+
+def _dispose_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("savepoint", help="the savepoint to delete")
+    parser.add_argument("--used-by", action="append", default=[], metavar="CHECKPOINT",
+                        help="a checkpoint restored from it (repeatable): refused while one "
+                             "still depends on it")
+    parser.add_argument("--storage-options", type=_json_object, default={},
+                        help="fsspec options as JSON for the savepoint")
+    parser.add_argument("--used-by-options", type=_json_object, default={},
+                        help="fsspec options as JSON for the --used-by checkpoints")
 
 
 def _restore_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="a savepoint, or another query's checkpoint")
     parser.add_argument("new_checkpoint", help="a new directory for the restored query")
-    parser.add_argument("--mode", choices=["no-claim", "claim"], default="no-claim",
-                        help="no-claim: never delete the source's files (default); claim: "
-                             "the new query owns them and deletes them once subsumed")
-    parser.add_argument("--batch", type=int, help="the batch to resume after "
-                                                  "(default: the savepoint's, or the latest)")
+    parser.add_argument("--mode", "--claim-mode", "--claimMode", dest="mode", type=_claim_mode,
+                        default="no-claim",
+                        help="no-claim: never delete the source's files; claim: the new query "
+                             "owns them and deletes them once subsumed (Flink's CLAIM, "
+                             "NO_CLAIM accepted)")
+    parser.add_argument("--batch", type=_non_negative(int),
+                        help="the batch to resume after (default: the savepoint's, or the "
+                             "latest)")
     parser.add_argument("--partitions", type=int,
                         help="canonical savepoints: the new partition count (rows re-routed "
                              "by Spark's hash partitioning; spark.sql.shuffle.partitions "
                              "becomes it)")
     parser.add_argument("--provider", choices=["pyrocks", "rocksdb"], default="pyrocks",
-                        help="canonical savepoints: write this store (default) or Spark's "
+                        help="canonical savepoints: write this store or Spark's "
                              "RocksDBStateStoreProvider (the way back to Spark's own)")
     parser.add_argument("--target-root-url",
                         help="the rootUrl the restored query will keep its state under: a "
                              "no-claim restore copies each store there (server-side on S3)")
-    parser.add_argument("--target-root-options", default="{}",
+    parser.add_argument("--target-root-options", type=_json_object, default={},
                         help="fsspec options for --target-root-url")
     _add_storage_arguments(parser)
 
 
 def _results_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", help="the result store (local or s3://)")
-    parser.add_argument("--storage-options", default="{}", help="fsspec options as JSON")
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    attempts = options.BY_KEY["cleanupMaxAttempts"]
+    parser.add_argument("url", help="the result store (local or an object store URL)")
+    parser.add_argument("--storage-options", type=_json_object, default={},
+                        help="fsspec options as JSON")
     parser.add_argument("--cleanup", action="store_true",
                         help="complete the cleanup of every dirty run, then list")
-    parser.add_argument("--root-options", default="{}",
+    parser.add_argument("--root-options", type=_json_object, default={},
                         help="fsspec options for the runs' rootUrl (with --cleanup)")
-    parser.add_argument("--max-attempts", type=int, default=5,
-                        help="attempts of each cleanup step (with --cleanup; 0: no limit)")
+    parser.add_argument("--max-attempts", type=_non_negative(int),
+                        default=int(attempts.default),
+                        help="attempts of each cleanup step (with --cleanup; 0: no limit, as "
+                             f"{options.PREFIX}{attempts.key})")
 
 
 def _add_storage_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--storage-options", default="{}",
+    parser.add_argument("--storage-options", type=_json_object, default={},
                         help="fsspec options as JSON for the source (and the target, unless "
                              "--target-options is given)")
-    parser.add_argument("--target-options", help="fsspec options as JSON for the target")
+    parser.add_argument("--target-options", type=_json_object,
+                        help="fsspec options as JSON for the target")
     parser.add_argument("--root-url", help="the rootUrl the source query kept its state under")
-    parser.add_argument("--root-options", default="{}", help="fsspec options for --root-url")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON, no bar")
+    parser.add_argument("--root-options", type=_json_object, default={},
+                        help="fsspec options for --root-url")
 
 
-def _savepoint_or_restore(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
+# ---- what each subcommand runs --------------------------------------------------------------
 
-    from .errors import StateStoreError
-    from .savepoint import RestoreInfo, SavepointInfo, restore, savepoint
-
-    common = {
-        "storage_options": json.loads(args.storage_options),
-        "target_options": json.loads(args.target_options) if args.target_options else None,
-        "root_url": args.root_url, "root_options": json.loads(args.root_options),
-    }
-    result: SavepointInfo | RestoreInfo
-    try:
-        if args.command == "savepoint":
-            result = savepoint(args.checkpoint, args.target, args.batch, quiet=args.json,
-                               format=args.format, **common)
-            told = (f"savepoint of batch {result.batch} of query {result.source_query_id} "
-                    f"written to {result.path}: {result.stores} stores, {result.files} files, "
-                    f"{result.bytes:,} B")
-        else:
-            result = restore(args.source, args.new_checkpoint, args.mode, args.batch,
-                             partitions=args.partitions, provider=args.provider,
-                             target_root_url=args.target_root_url,
-                             target_root_options=json.loads(args.target_root_options),
-                             **common)
-            told = (f"restored {result.source} batch {result.batch} ({result.mode}) into "
-                    f"{result.checkpoint} as query {result.query_id}; start the query with "
-                    "checkpointLocation set to it")
-    except StateStoreError as e:
-        print(f"state-store {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps(asdict(result)) if args.json else told)
-    return 0
+def _savepoint_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {"storage_options": args.storage_options, "target_options": args.target_options,
+            "root_url": args.root_url, "root_options": args.root_options}
 
 
-def _results(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
+def _savepoint(args: argparse.Namespace) -> Outcome:
+    from .savepoint import savepoint
 
+    info = savepoint(args.checkpoint, args.target, args.batch, quiet=args.json,
+                     format=args.format, **_savepoint_options(args))
+    return Outcome(asdict(info), f"savepoint of batch {info.batch} of query "
+                                 f"{info.source_query_id} written to {info.path}: {info.stores} "
+                                 f"stores, {info.files} files, {info.bytes:,} B")
+
+
+def _stop(args: argparse.Namespace) -> Outcome:
+    from .savepoint import stop_with_savepoint_remote
+
+    info = stop_with_savepoint_remote(args.checkpoint, args.target, drain=args.drain,
+                                      timeout_s=args.timeout, quiet=args.json,
+                                      format=args.format, **_savepoint_options(args))
+    return Outcome(asdict(info), f"query {info.source_query_id} stopped after batch "
+                                 f"{info.batch}; its savepoint is {info.path} ({info.stores} "
+                                 f"stores, {info.files} files, {info.bytes:,} B)")
+
+
+def _dispose(args: argparse.Namespace) -> Outcome:
+    from .savepoint import dispose_savepoint
+
+    info = dispose_savepoint(args.savepoint, storage_options=args.storage_options,
+                             used_by=args.used_by, used_by_options=args.used_by_options)
+    return Outcome(asdict(info), f"disposed of savepoint {info.path} (batch {info.batch}, "
+                                 f"{info.files} files, {info.bytes:,} B)")
+
+
+def _restore(args: argparse.Namespace) -> Outcome:
+    from .savepoint import restore
+
+    info = restore(args.source, args.new_checkpoint, args.mode, args.batch,
+                   partitions=args.partitions, provider=args.provider,
+                   target_root_url=args.target_root_url,
+                   target_root_options=args.target_root_options, **_savepoint_options(args))
+    return Outcome(asdict(info), f"restored {info.source} batch {info.batch} ({info.mode}) "
+                                 f"into {info.checkpoint} as query {info.query_id}; start the "
+                                 "query with checkpointLocation set to it")
+
+
+def _results(args: argparse.Namespace) -> Outcome:
     from .results import Backoff, CleanupFailed, FileSystemResultStore
     from .results.cleanup import StateAccess
     from .results.recorder import resume
 
-    store = FileSystemResultStore(args.url, json.loads(args.storage_options))
+    store = FileSystemResultStore(args.url, args.storage_options)
+    if not store.exists():
+        raise CliError(f"no result store at {store.url}", FINDING, "NotFound")
     failed = ""
     if args.cleanup:
-        access = StateAccess(None, json.loads(args.root_options) or None)
+        access = StateAccess(None, args.root_options or None)
         try:
             resume(store, access, Backoff(1.0, 60.0, args.max_attempts))
         except CleanupFailed as e:
             failed = str(e)
     entries = store.entries()
-    if args.json:
-        print(json.dumps({"url": store.url, "runs": [
-            {"clean": e.clean, **asdict(e.result)} for e in entries]}))
-    else:
-        for e in entries:
-            r = e.result
-            state = "clean" if e.clean else "DIRTY"
-            print(f"{r.run_key}  {state:5}  {r.outcome:8}  last batch {r.last_batch_id}  "
-                  f"query {r.query_id}  {r.checkpoint}" + (f"  error: {r.error.splitlines()[0]}"
-                                                            if r.error else ""))
-        print(f"{len(entries)} runs, {sum(not e.clean for e in entries)} dirty, in {store.url}")
+    document = {"url": store.url, "runs": [{"clean": e.clean, **asdict(e.result)}
+                                           for e in entries]}
+    lines = []
+    for e in entries:
+        r = e.result
+        error = f"  error: {r.error.splitlines()[0]}" if r.error else ""
+        lines.append(f"{r.run_key}  {'clean' if e.clean else 'DIRTY':5}  {r.outcome:8}  last "
+                     f"batch {r.last_batch_id}  query {r.query_id}  {r.checkpoint}{error}")
+    lines.append(f"{len(entries)} runs, {sum(not e.clean for e in entries)} dirty, in "
+                 f"{store.url}")
     if failed:
-        print(f"state-store results: cleanup failed: {failed}", file=sys.stderr)
-        return 1
-    return 0
+        document["error"] = {"exit_code": FINDING, "type": "CleanupFailed", "message": failed}
+        lines.append(f"cleanup failed: {failed}")
+    return Outcome(document, "\n".join(lines), FINDING if failed else OK)
 
 
-def _conf(args: argparse.Namespace) -> int:
-    """Prints `spark-defaults.conf` lines: our settings, with any options given."""
-    pairs, local = args.options, args.local
-    from .errors import OptionError
+def _conf(args: argparse.Namespace) -> Outcome:
+    """Our settings as `spark-defaults.conf` lines, with any options given."""
     from .spark import cluster_conf, spark_conf
 
-    malformed = [p for p in pairs if "=" not in p or not p.split("=", 1)[0].strip()]
+    malformed = [p for p in args.options if "=" not in p or not p.split("=", 1)[0].strip()]
     if malformed:
-        print(f"state-store conf: expected KEY=VALUE, got {malformed[0]!r}", file=sys.stderr)
-        return 2
-    given = dict(p.split("=", 1) for p in pairs)
-    try:
-        conf = (spark_conf if local else cluster_conf)(**given)
-    except OptionError as e:
-        print(f"state-store conf: {e}", file=sys.stderr)
-        return 2
-    print("# pyrocks state store: add these to spark-defaults.conf (append to list values\n"
-          "# you already have: spark.jars, spark.sql.extensions, spark.extraListeners).")
+        raise CliError(f"expected KEY=VALUE, got {malformed[0]!r}", USAGE)
+    given = dict(p.split("=", 1) for p in args.options)
+    conf = (spark_conf if args.local else cluster_conf)(**given)
     width = max(map(len, conf))
-    for key, value in conf.items():
-        print(f"{key:<{width}}  {value}")
-    return 0
+    text = ["# pyrocks state store: add these to spark-defaults.conf (append to list values",
+            "# you already have: spark.jars, spark.sql.extensions, spark.extraListeners)."]
+    text += [f"{key:<{width}}  {value}" for key, value in conf.items()]
+    return Outcome(conf, "\n".join(text))
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _demo(args: argparse.Namespace) -> Outcome:
     from .tools.demo import run_demo
 
-    return run_demo(args.batches, args.rows_per_second, args.checkpoint, args.master)
+    summary = run_demo(args.batches, args.rows_per_second, args.checkpoint, args.master,
+                       quiet=args.json)
+    return Outcome(summary, summary["next_steps"])
 
 
-def _build_shim(args: argparse.Namespace) -> int:
-    print(bridge.jar_path())
-    return 0
+def _build_shim(args: argparse.Namespace) -> Outcome:
+    from .driver import bridge
+
+    jar = str(bridge.jar_path())
+    return Outcome({"jar": jar}, jar)
 
 
-def _options(args: argparse.Namespace) -> int:
-    print(options_table())
-    return 0
+def _options(args: argparse.Namespace) -> Outcome:
+    document = {
+        "options": [{"key": options.PREFIX + s.key, "default": s.default,
+                     "accepted": s.accepted, "doc": s.doc} for s in options.SPECS],
+        "spark_settings": [{"key": s.key, "as": options.PREFIX + s.ours}
+                           for s in options.SPARK_SETTINGS]
+        + [{"key": k, "as": options.PREFIX + "memoryBoundMB"} for k in options.SPARK_MEMORY_KEYS],
+    }
+    return Outcome(document, options_table())
 
 
 def options_table() -> str:
@@ -237,46 +430,54 @@ def options_table() -> str:
     for spec in options.SPECS:
         default = spec.default or "(see meaning)"
         rows.append(f"| `{options.PREFIX}{spec.key}` | {default} | {spec.accepted} | {spec.doc} |")
+    rows += ["", "Spark's RocksDB provider's settings honoured (ours, when set, win):", "",
+             "| Spark's setting | read as |", "|---|---|"]
+    rows += [f"| `{s.key}` | `{s.ours}` |" for s in options.SPARK_SETTINGS]
+    rows.append(f"| `{options.SPARK_MEMORY_KEYS[0]}`, `{options.SPARK_MEMORY_KEYS[1]}` | "
+                "`memoryBoundMB` (true: maxMemoryUsageMB, default 500; false: 0) |")
     return "\n".join(rows)
 
 
-def _inspect(args: argparse.Namespace) -> int:
+def _inspect(args: argparse.Namespace) -> Outcome:
+    from .format.storage import open_storage
     from .format.store_root import StoreRoot
     from .savepoint.verify import format_savepoint_report, is_savepoint, verify_savepoint
     from .tools.inspect import describe_location, format_location
 
-    root, as_json = args.root, args.json
-    state_root = (open_storage(args.root_url, json.loads(args.root_options))
-                  if args.root_url else None)
-    storage = open_storage(root, json.loads(args.storage_options))
+    state_root = open_storage(args.root_url, args.root_options) if args.root_url else None
+    storage = open_storage(args.root, args.storage_options)
     if is_savepoint(storage):
-        checked = verify_savepoint(storage, quiet=as_json)
-        print(json.dumps(checked.to_dict()) if as_json else format_savepoint_report(checked))
-        return 0 if checked.verified else 1
+        checked = verify_savepoint(storage, quiet=args.json)
+        return Outcome(checked.to_dict(), format_savepoint_report(checked),
+                       OK if checked.verified else FINDING)
+    if not storage.fs.exists(storage.root):
+        raise CliError(f"nothing at {args.root}", FINDING, "NotFound")
     report = describe_location(storage, args.retain, args.orphan_margin, state_root)
     if not report.stores and not report.depends_on and report.restored_from is None:
-        StoreRoot(storage, root).refuse_foreign_state()
-        print(f"no state of this provider under {root}", file=sys.stderr)
-        return 1
-    print(json.dumps(report.to_dict()) if as_json else format_location(report))
-    return 0
+        StoreRoot(storage, args.root).refuse_foreign_state()
+        raise CliError(f"no state of this provider under {args.root}", FINDING, "NoState")
+    return Outcome(report.to_dict(), format_location(report))
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("demo", "run a small streaming aggregation on this provider", _demo_arguments,
-            _demo),
+    Command("demo", "run a small streaming aggregation on this provider, keeping its "
+            "checkpoint", _demo_arguments, _demo),
     Command("build-shim", "build (or find cached) the Scala shim jar; print its path",
             _no_arguments, _build_shim),
     Command("options", "print every configuration option as a Markdown table", _no_arguments,
             _options),
     Command("conf", "print the spark-defaults.conf lines for this provider", _conf_arguments,
             _conf),
-    Command("inspect", "versions, snapshots, files, sharing and a GC dry run of stored state",
-            _inspect_arguments, _inspect),
+    Command("inspect", "versions, snapshots, files, sharing and a GC dry run of stored state; "
+            "verifies a savepoint", _inspect_arguments, _inspect),
     Command("savepoint", "write a savepoint of a query's committed batch",
-            _savepoint_arguments, _savepoint_or_restore),
+            _savepoint_arguments, _savepoint),
     Command("restore", "make a new checkpoint that resumes a savepoint or another checkpoint",
-            _restore_arguments, _savepoint_or_restore),
+            _restore_arguments, _restore),
+    Command("stop", "stop a running query at a batch boundary and write its savepoint "
+            "(Flink's stop --savepointPath)", _stop_arguments, _stop),
+    Command("dispose", "delete a savepoint no query owns or needs (Flink's savepoint "
+            "--dispose)", _dispose_arguments, _dispose),
     Command("results", "list the runs in a query result store; --cleanup resumes dirty ones",
             _results_arguments, _results),
 )

@@ -59,6 +59,11 @@ class FileSystemResultStore:
     def __repr__(self) -> str:
         return f"FileSystemResultStore({self.url!r})"
 
+    def exists(self) -> bool:
+        """Whether anything is at the store's URL (a new store exists once a run is
+        recorded)."""
+        return bool(self._storage.fs.exists(self._storage.root))
+
     # ---- writes -------------------------------------------------------------------------
 
     def create_dirty(self, result: QueryResult) -> None:

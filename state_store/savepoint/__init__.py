@@ -17,7 +17,9 @@
   canonical_take.py     taking a canonical savepoint through Spark's state data source
   canonical_restore.py  restoring one: the new batch N + 1, stores written through a provider
   routing.py            which key columns Spark partitions each operator's state by
-  stop.py               stop-with-savepoint
+  stop.py               stop-with-savepoint of a query of this process
+  stop_request.py       stop-with-savepoint of a query running elsewhere (`state-store stop`)
+  dispose.py            deleting a savepoint no query owns or needs
   verify.py             checking a savepoint's every file
 
 The records a restore leaves in checkpoints (restore record, claim marker) are the durable
@@ -26,10 +28,13 @@ format's (format/restores.py); so is Spark's own layout (format/spark_checkpoint
 
 from ..format.spark_checkpoint import SourceError
 from .api import restore, savepoint
+from .dispose import DisposeInfo, dispose_savepoint
 from .layout import RestoreInfo, SavepointDescriptor, SavepointInfo
 from .stop import StopWithSavepointError, stop_with_savepoint
+from .stop_request import StopTimeoutError, stop_with_savepoint_remote
 from .target import RestoreError, SavepointError
 
-__all__ = ["RestoreError", "RestoreInfo", "SavepointDescriptor", "SavepointError",
-           "SavepointInfo", "SourceError", "StopWithSavepointError", "restore", "savepoint",
-           "stop_with_savepoint"]
+__all__ = ["DisposeInfo", "RestoreError", "RestoreInfo", "SavepointDescriptor",
+           "SavepointError", "SavepointInfo", "SourceError", "StopTimeoutError",
+           "StopWithSavepointError", "dispose_savepoint", "restore", "savepoint",
+           "stop_with_savepoint", "stop_with_savepoint_remote"]

@@ -107,9 +107,11 @@ class RunEpochListener(conf: SparkConf) extends StreamingQueryListener with Logg
       }
     }
 
-  override def onQueryProgress(event: QueryProgressEvent): Unit = ()
+  // A batch boundary: where a stop request (`state-store stop`) is seen and honoured.
+  override def onQueryProgress(event: QueryProgressEvent): Unit =
+    StopRequests.poll(event.progress.id, event.progress.runId)
 
-  override def onQueryIdle(event: QueryIdleEvent): Unit = ()
+  override def onQueryIdle(event: QueryIdleEvent): Unit = StopRequests.poll(event.id, event.runId)
 
   override def onQueryTerminated(event: QueryTerminatedEvent): Unit = ()
 }

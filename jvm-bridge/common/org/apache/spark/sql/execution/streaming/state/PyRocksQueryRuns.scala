@@ -7,14 +7,15 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.spark.sql.classic.SparkSession
 
 /**
- * What the result store needs to know of a running query that Spark's listener events do
- * not say: its checkpoint, its trigger, and its session's conf (where `run_once` puts the
- * run key). Looked up among the application's active queries, which only Spark's own
- * package can read; so this lives here.
+ * What the result store and stop requests need of a running query that Spark's listener
+ * events do not say: its checkpoint, its trigger, its session's conf (where `run_once` puts
+ * the run key), its last committed batch, and the query itself to stop. Looked up among the
+ * application's active queries, which only Spark's own package can read; so this lives here.
  */
 object PyRocksQueryRuns {
   final case class RunInfo(checkpoint: String, runsToCompletion: Boolean,
-      conf: String => Option[String], hadoopConf: () => Configuration)
+      conf: String => Option[String], hadoopConf: () => Configuration,
+      lastCommittedBatch: () => Option[Long], drain: () => Unit, stop: () => Unit)
 
   /** The active query `queryId`, if this application runs it now. */
   def describe(queryId: UUID): Option[RunInfo] =
@@ -25,6 +26,8 @@ object PyRocksQueryRuns {
         RunInfo(query.resolvedCheckpointRoot,
           trigger.startsWith("AvailableNow") || trigger.startsWith("OneTime"),
           key => query.sparkSession.conf.getOption(key),
-          () => query.sparkSession.sessionState.newHadoopConf())
+          () => query.sparkSession.sessionState.newHadoopConf(),
+          () => query.commitLog.getLatestBatchId(), () => query.processAllAvailable(),
+          () => query.stop())
       }
 }
