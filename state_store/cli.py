@@ -241,13 +241,8 @@ def _stop_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _dispose_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("savepoint", help="the savepoint to delete")
-    parser.add_argument("--used-by", action="append", default=[], metavar="CHECKPOINT",
-                        help="a checkpoint restored from it (repeatable): refused while one "
-                             "still depends on it")
     parser.add_argument("--storage-options", type=_json_object, default={},
                         help="fsspec options as JSON for the savepoint")
-    parser.add_argument("--used-by-options", type=_json_object, default={},
-                        help="fsspec options as JSON for the --used-by checkpoints")
 
 
 def _restore_arguments(parser: argparse.ArgumentParser) -> None:
@@ -333,8 +328,7 @@ def _stop(args: argparse.Namespace) -> Outcome:
 def _dispose(args: argparse.Namespace) -> Outcome:
     from .savepoint import dispose_savepoint
 
-    info = dispose_savepoint(args.savepoint, storage_options=args.storage_options,
-                             used_by=args.used_by, used_by_options=args.used_by_options)
+    info = dispose_savepoint(args.savepoint, storage_options=args.storage_options)
     return Outcome(asdict(info), f"disposed of savepoint {info.path} (batch {info.batch}, "
                                  f"{info.files} files, {info.bytes:,} B)")
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -258,6 +260,42 @@ def test_stop_with_savepoint_drains_stops_and_resumes_exactly(
     finally:
         spark.stop()
     assert_same_outputs({AGG.name: hdfs_reference[AGG.name]}, {AGG.name: {**outputs, **resumed}})
+
+
+def test_stop_from_another_process_stops_at_a_batch_boundary_and_savepoints(
+        tmp_path: Path) -> None:
+    """`state-store stop`, run as a separate process as a person would: the query running
+    in this application sees the request at its next event, drains (--drain), stops, and
+    the command writes the savepoint of the last batch it committed; no request is left."""
+    conf = {**pyrocks_conf(tmp_path / "pool"),
+            "spark.sql.streaming.noDataProgressEventInterval": "100ms"}
+    work, outputs = tmp_path / "orig", {}
+    spark = make_spark(conf)
+    try:
+        query = start_query(spark, AGG, work, outputs)
+        for batch in range(2):
+            write_batch(work / AGG.name / "input", batch)
+            query.processAllAvailable()
+        write_batch(work / AGG.name / "input", 2)  # not processed yet: --drain must take it
+        checkpoint = checkpoint_of(work, AGG)
+        done = subprocess.run(
+            [sys.executable, "-m", "state_store.cli", "stop", str(checkpoint), "-p",
+             str(tmp_path / "sp"), "--drain", "--timeout", "120", "--json"],
+            capture_output=True, text=True, timeout=300)
+        query.awaitTermination(60)
+        assert not query.isActive
+    finally:
+        spark.stop()
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info["batch"] == max(outputs) == 2
+    assert not [p.name for p in checkpoint.iterdir() if "_pyrocks_stop" in p.name]
+    for root in store_roots(checkpoint):  # finished: the last version has its snapshot
+        durable = StoreRoot(open_storage(str(root)), str(root))
+        assert durable.versions()[-1] in durable.snapshot_versions(), root
+    verified = subprocess.run([sys.executable, "-m", "state_store.cli", "inspect",
+                               info["path"], "--json"], capture_output=True, text=True)
+    assert verified.returncode == 0 and json.loads(verified.stdout)["verified"] is True
 
 
 def test_inspect_verifies_a_savepoint_and_names_a_damaged_file(

@@ -1,18 +1,15 @@
 """Disposing of a savepoint (`state-store dispose`, Flink's `flink savepoint --dispose`).
 
 Only a savepoint is ever deleted, and only while no query owns it: a CLAIM restore that has
-not released it owns its files (its GC deletes them), so it is refused. A NO_CLAIM restore
-may still read files of the savepoint until its state no longer does (`depends_on` of
-`state-store inspect`); the savepoint cannot know its restores, so the checkpoints restored
-from it are named with `used_by` and a disposal any of them still depends on is refused.
+not released it owns its files (its GC deletes them), so disposing of it is refused. A
+NO_CLAIM restore never needs the savepoint after it returns (it linked or copied every file
+it uses: native_restore.py), so its restores do not hold a savepoint back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..format.dependencies import depends_on
 from ..format.restores import CLAIM_RELEASE, read_claim
 from ..format.storage import open_storage
 from .layout import DESCRIPTOR, SavepointDescriptor
@@ -27,9 +24,7 @@ class DisposeInfo:
     bytes: int
 
 
-def dispose_savepoint(path: str, *, storage_options: dict | None = None,
-                      used_by: Sequence[str] = (),
-                      used_by_options: dict | None = None) -> DisposeInfo:
+def dispose_savepoint(path: str, *, storage_options: dict | None = None) -> DisposeInfo:
     storage = open_storage(path, storage_options)
     data = storage.read_if_exists(DESCRIPTOR)
     if data is None:
@@ -42,12 +37,6 @@ def dispose_savepoint(path: str, *, storage_options: dict | None = None,
             f"savepoint {path} is claimed by query {claim.query_id} (restored into "
             f"{claim.checkpoint} with CLAIM): its files are that query's now, and its own GC "
             "deletes them once no retained version needs them")
-    own = {storage.url.rstrip("/"), path.rstrip("/")}
-    for checkpoint in used_by:
-        needs = depends_on(open_storage(checkpoint, used_by_options))
-        if own & {d.rstrip("/") for d in needs}:
-            raise SavepointError(f"checkpoint {checkpoint} still depends on savepoint {path} "
-                                 "(see `state-store inspect` of it): not disposed")
     storage.delete_tree("")
     return DisposeInfo(storage.url, descriptor.batch, len(descriptor.files),
                        descriptor.total_bytes)

@@ -84,9 +84,10 @@ object RunEpochs extends Logging {
 }
 
 /**
- * Registers the run epoch of every query run that keeps its state in this provider, as
- * the run starts: Spark calls `onQueryStarted` of session listeners synchronously on the
- * query's own thread, before its first batch. Registered through
+ * The driver's per-run listener. Registers the run epoch of every query run that keeps its
+ * state in this provider, as the run starts: Spark calls `onQueryStarted` of session
+ * listeners synchronously on the query's own thread, before its first batch. After each
+ * batch (and while idle) it looks for a stop request (StopRequests). Registered through
  * `spark.sql.streaming.streamingQueryListeners` by `spark_conf()`.
  */
 class RunEpochListener(conf: SparkConf) extends StreamingQueryListener with Logging {

@@ -6,7 +6,7 @@ import java.util.concurrent.ConcurrentHashMap
 
 import scala.util.control.NonFatal
 
-import org.apache.hadoop.fs.Path
+import org.apache.hadoop.fs.{ChecksumFileSystem, Path}
 import org.json4s._
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
 
@@ -86,7 +86,11 @@ object StopRequests extends Logging {
         .getOrElse(JNull),
       "error" -> error.map(JString(_): JValue).getOrElse(JNull))
     try {
-      val fs = checkpoint.getFileSystem(run.hadoopConf())
+      // No checksum side file: the command removes the answer, and only the answer.
+      val fs = checkpoint.getFileSystem(run.hadoopConf()) match {
+        case local: ChecksumFileSystem => local.getRawFileSystem
+        case other => other
+      }
       val partial = new Path(checkpoint, s".$AnswerFile.${request.id}")
       val out = fs.create(partial, true)
       try out.write(compact(render(answer)).getBytes(UTF_8)) finally out.close()
