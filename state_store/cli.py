@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -108,10 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         if code is None:
             raise
         return _report(code, type(e).__name__, str(e), as_json, argv)
-    if as_json:
-        print(json.dumps(outcome.document, default=str))
-    elif outcome.text:
-        print(outcome.text, file=sys.stdout if outcome.exit_code == OK else sys.stderr)
+    try:
+        if as_json:
+            print(json.dumps(outcome.document, default=str))
+        elif outcome.text:
+            print(outcome.text, file=sys.stdout if outcome.exit_code == OK else sys.stderr)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `state-store inspect ... | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return outcome.exit_code
 
 
@@ -388,7 +393,8 @@ def _conf(args: argparse.Namespace) -> Outcome:
     conf = (spark_conf if args.local else cluster_conf)(**given)
     width = max(map(len, conf))
     text = ["# pyrocks state store: add these to spark-defaults.conf (append to list values",
-            "# you already have: spark.jars, spark.sql.extensions, spark.extraListeners)."]
+            "# you already have: spark.jars, spark.sql.extensions, spark.extraListeners,",
+            "# spark.sql.streaming.streamingQueryListeners)."]
     text += [f"{key:<{width}}  {value}" for key, value in conf.items()]
     return Outcome(conf, "\n".join(text))
 
