@@ -130,7 +130,12 @@ class SavedRun:
 
 def saved_run(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str], cut: int = 4,
               batches: int = 8) -> SavedRun:
+    """`batches` batches restarted after `cut`; with `batches == cut`, only the run up to
+    the cut (a source run whose later answers the reference gives), saved as it ended."""
     ran_in, saved = work / "run", work / "saved"
+    if batches == cut:
+        outputs = run_queries(specs, ran_in, conf, batches=cut, restart_after=[])
+        return SavedRun(outputs, ran_in, ran_in, cut)
 
     def save(_: int) -> None:
         for spec in specs:
