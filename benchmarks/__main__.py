@@ -1,7 +1,7 @@
 """Every benchmark, one after another, then one table of the issue's targets.
 
-    python -m benchmarks              # full sizes, about 38 minutes on 2 cores
-    python -m benchmarks --quick      # smoke sizes, about 20 minutes
+    python -m benchmarks              # full sizes (it prints each module's time as it ends)
+    python -m benchmarks --quick      # smoke sizes
     python -m benchmarks --report     # only re-render the table from results/*.json
 
 Each benchmark runs in its own process (its own SparkSession and JVM) and writes
@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, tuple[str, ...]] = {
     "savepoints": (),
     "query_end": (),
     "canonical": (),
+    "compression": (),
 }
 SUMMARY_JSON = report.RESULTS_DIR / "summary.json"
 SUMMARY_PNG = report.RESULTS_DIR / "summary.png"
