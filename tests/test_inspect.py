@@ -50,3 +50,22 @@ def test_inspect_s3_root(s3: S3Endpoint, tmp_path: Path,
     (report,) = inspect(capsys, root, "--storage-options", json.dumps(s3.options))
     assert report["root"].endswith("/q/0/3/default")
     check_report(report)
+
+
+def test_the_dry_run_uses_the_querys_own_retention_unless_told(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each manifest records the retention its run's GC uses (minBatchesToRetain, the
+    orphan margin): inspect plans with it, so its dry run deletes what the query's GC would."""
+    root = tmp_path / "ckpt" / "state" / "0" / "0"
+    store = open_store(root, tmp_path / "a", interval=2, min_versions_to_retain=3,
+                       orphan_margin_seconds=7200.0)
+    commit_versions(store, 6, drain=True)
+    assert main(["inspect", str(tmp_path / "ckpt"), "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)["stores"]
+    assert report["gc_settings"] == {"min_versions_to_retain": 3,
+                                     "orphan_margin_seconds": 7200.0, "source": "recorded"}
+    assert report["gc_would_delete"]["manifests"] == [1, 2, 3]
+    assert main(["inspect", str(tmp_path / "ckpt"), "--json", "--retain", "5"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)["stores"]
+    assert report["gc_settings"]["source"] == "given"
+    assert report["gc_would_delete"]["manifests"] == [1]

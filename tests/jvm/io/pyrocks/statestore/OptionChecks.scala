@@ -68,6 +68,8 @@ object OptionChecks {
     val providers = (1 to 2).map(i => provider(checkpoint(s"tuned$i"), settings: _*))
     val spec = parse(new String(providers.head.openSpec("probe"), UTF_8)) \ "options"
     for ((k, v) <- settings) expect((spec \ k) == JString(v), s"OPEN lacks $k: $spec")
+    // what the worker records in manifests for `state-store inspect`'s GC plan
+    expect((spec \ LaunchOptions.RetainKey) == JString("100"), s"OPEN lacks retention: $spec")
     val before = IgnoredSettings.warnedSets
     providers.foreach { p =>
       val store = p.getStore(0)
