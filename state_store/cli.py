@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         if as_json:
             print(json.dumps(outcome.document, default=str))
         elif outcome.text:
-            print(outcome.text, file=sys.stdout if outcome.exit_code == OK else sys.stderr)
+            print(outcome.text)  # a report is the answer, also when it found a problem
         sys.stdout.flush()
     except BrokenPipeError:  # `state-store inspect ... | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
