@@ -227,6 +227,13 @@ def test_fork_of_a_running_query_runs_beside_the_original(
         b: rows for b, rows in hdfs_reference[AGG.name].items() if b < 4}
 
 
+def assert_every_store_finished(checkpoint: Path) -> None:
+    """A stopped query's stores were finished: each one's last version has its snapshot."""
+    for root in store_roots(checkpoint):
+        durable = StoreRoot(open_storage(str(root)), str(root))
+        assert durable.versions()[-1] in durable.snapshot_versions(), root
+
+
 def test_stop_with_savepoint_drains_stops_and_resumes_exactly(
         hdfs_reference: Outputs, tmp_path: Path) -> None:
     conf = pyrocks_conf(tmp_path / "pool")
@@ -245,9 +252,7 @@ def test_stop_with_savepoint_drains_stops_and_resumes_exactly(
         spark.stop()
     assert info.batch == max(outputs)
     checkpoint = checkpoint_of(work, AGG)
-    for root in store_roots(checkpoint):  # finished: the last version has its snapshot
-        durable = StoreRoot(open_storage(str(root)), str(root))
-        assert durable.versions()[-1] in durable.snapshot_versions(), root
+    assert_every_store_finished(checkpoint)
     restore(info.path, str(new))
     resumed: dict[int, list[str]] = {}
     spark = make_spark(conf)
@@ -290,9 +295,7 @@ def test_stop_from_another_process_stops_at_a_batch_boundary_and_savepoints(
     info = json.loads(done.stdout)
     assert info["batch"] == max(outputs) == 2
     assert not [p.name for p in checkpoint.iterdir() if "_pyrocks_stop" in p.name]
-    for root in store_roots(checkpoint):  # finished: the last version has its snapshot
-        durable = StoreRoot(open_storage(str(root)), str(root))
-        assert durable.versions()[-1] in durable.snapshot_versions(), root
+    assert_every_store_finished(checkpoint)
     verified = subprocess.run([sys.executable, "-m", "state_store.cli", "inspect",
                                info["path"], "--json"], capture_output=True, text=True)
     assert verified.returncode == 0 and json.loads(verified.stdout)["verified"] is True
