@@ -188,9 +188,11 @@ class Session:
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
         self.store = VersionedStore(spec["store_name"], checkpoint, local, opts, self.uploads,
                                     self.memory, writer, int(spec.get("run_epoch", 0)))
+        ignored = options_mod.ignored_spark_settings(spec["options"])
         return _json({"pid": os.getpid(), "root": checkpoint.storage.url,
                       # Spark's RocksDB settings with no meaning here: the shim warns once
-                      "ignored_settings": options_mod.ignored_spark_settings(spec["options"])})
+                      "ignored_settings": ignored,
+                      "settings_warning": options_mod.ignored_warning(ignored) if ignored else ""})
 
     def open_checkpoint(self, spec: dict, opts: options_mod.StoreOptions) -> StoreRoot:
         """The store's durable root: its own under the checkpoint (or rootUrl) per query

@@ -14,12 +14,13 @@ import org.json4s.jackson.JsonMethods.parse
 object IgnoredSettings {
   private val warned = ConcurrentHashMap.newKeySet[String]()
 
+  /** Logs the worker's warning (its words: options.py's `ignored_warning`) once per set. */
   def warnOnce(openAnswer: Array[Byte], warn: String => Unit): Unit = {
-    val keys = ignoredKeys(openAnswer)
+    implicit val formats: Formats = DefaultFormats
+    val answer = parse(new String(openAnswer, UTF_8))
+    val keys = (answer \ "ignored_settings").extractOrElse[List[String]](Nil)
     if (keys.nonEmpty && warned.add(keys.mkString(","))) {
-      warn(s"settings of Spark's RocksDB provider that the pyrocks state store ignores (no " +
-        s"meaning here): ${keys.mkString(", ")}; see `state-store options` for the ones it " +
-        "honours")
+      warn((answer \ "settings_warning").extractOrElse[String](keys.mkString(", ")))
     }
   }
 
@@ -27,10 +28,5 @@ object IgnoredSettings {
   private[statestore] def warnedSets: Set[String] = {
     import scala.jdk.CollectionConverters._
     warned.asScala.toSet
-  }
-
-  private[statestore] def ignoredKeys(openAnswer: Array[Byte]): List[String] = {
-    implicit val formats: Formats = DefaultFormats
-    (parse(new String(openAnswer, UTF_8)) \ "ignored_settings").extractOrElse[List[String]](Nil)
   }
 }
