@@ -350,6 +350,12 @@ def _restore(args: argparse.Namespace) -> Outcome:
                                  "query with checkpointLocation set to it")
 
 
+# The query's own first delay (cleanupBackoffInitialSeconds); a person waits on this
+# command, so its delays stop growing at a minute, not at the query's hour.
+_CLEANUP_FIRST_DELAY_S = float(options.BY_KEY["cleanupBackoffInitialSeconds"].default)
+_CLEANUP_LONGEST_DELAY_S = 60.0
+
+
 def _results(args: argparse.Namespace) -> Outcome:
     from .results import Backoff, CleanupFailed, FileSystemResultStore
     from .results.cleanup import StateAccess
@@ -362,7 +368,8 @@ def _results(args: argparse.Namespace) -> Outcome:
     if args.cleanup:
         access = StateAccess(None, args.root_options or None)
         try:
-            resume(store, access, Backoff(1.0, 60.0, args.max_attempts))
+            resume(store, access, Backoff(_CLEANUP_FIRST_DELAY_S, _CLEANUP_LONGEST_DELAY_S,
+                                          args.max_attempts))
         except CleanupFailed as e:
             failed = str(e)
     entries = store.entries()

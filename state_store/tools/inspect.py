@@ -16,7 +16,7 @@ from ..format.seeding import Seed, trusted_roots
 from ..format.spark_checkpoint import SourceError, query_id_of, stores_under_root
 from ..format.storage import Storage
 from ..format.store_root import QUERY_DIR_PREFIX, StoreRoot
-from ..options import BY_KEY
+from ..options import StoreOptions
 
 
 @dataclass
@@ -182,9 +182,9 @@ def format_location(report: LocationReport) -> str:
     return "\n".join(lines)
 
 
-# Spark's spark.sql.streaming.minBatchesToRetain default, and our orphanMarginSeconds one.
-DEFAULT_RETAIN = 100
-DEFAULT_ORPHAN_MARGIN_S = float(BY_KEY["orphanMarginSeconds"].default)
+# What a store records when nothing sets them (StoreOptions owns these defaults).
+DEFAULT_RETAIN = StoreOptions().min_versions_to_retain
+DEFAULT_ORPHAN_MARGIN_S = StoreOptions().orphan_margin_seconds
 
 
 def gc_settings(latest: Manifest | None, retain: int | None,
