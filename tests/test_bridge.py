@@ -45,13 +45,13 @@ def test_a_failed_build_names_the_compiler_error(
 
 @pytest.mark.parametrize(("version", "since"), [
     ("4.0.5", {"coordinator": "since-4.0", "fine-grained-replay": "since-4.0",
-               "range-scan": "since-4.0"}),
+               "range-scan": "since-4.0", "transform-with-state": "since-4.0"}),
     ("4.1.4", {"coordinator": "since-4.1", "fine-grained-replay": "since-4.1",
-               "range-scan": "since-4.0"}),
+               "range-scan": "since-4.0", "transform-with-state": "since-4.0"}),
     ("4.2.1", {"coordinator": "since-4.1", "fine-grained-replay": "since-4.1",
-               "range-scan": "since-4.2"}),
+               "range-scan": "since-4.2", "transform-with-state": "since-4.2"}),
     ("4.3.0", {"coordinator": "since-4.1", "fine-grained-replay": "since-4.1",
-               "range-scan": "since-4.2"}),
+               "range-scan": "since-4.2", "transform-with-state": "since-4.3"}),
 ])
 def test_each_release_compiles_with_its_variant_of_each_concern(version: str,
                                                                 since: dict[str, str]) -> None:
@@ -63,9 +63,9 @@ def test_each_release_compiles_with_its_variant_of_each_concern(version: str,
 def test_the_matrix_knows_where_our_code_differs_from_the_main_release() -> None:
     """.ci/spark-matrix runs each concern's Spark-level tests where its variant differs."""
     assert bridge.concerns_unlike_main("4.0.5") == ["coordinator", "fine-grained-replay",
-                                                    "range-scan"]
-    assert bridge.concerns_unlike_main("4.1.4") == ["range-scan"]
-    assert bridge.concerns_unlike_main("4.2.1") == []
+                                                    "range-scan", "transform-with-state"]
+    assert bridge.concerns_unlike_main("4.1.4") == ["range-scan", "transform-with-state"]
+    assert bridge.concerns_unlike_main("4.2.1") == ["transform-with-state"]
     assert bridge.concerns_unlike_main(releases.MAIN) == []
     matrix = (REPO / ".ci" / "spark-matrix").read_text()
     assert all(f"*{concern}*)" in matrix for concern in bridge.concerns_unlike_main("4.0.5"))

@@ -28,7 +28,7 @@ from .layout import (
     SavepointDescriptor,
     SavepointInfo,
 )
-from .routing import route_columns
+from .routing import check_routable, route_columns
 from .target import copy_spark_files, open_savepoint_target, publish_descriptor
 
 PARTITIONS_CONF = "spark.sql.shuffle.partitions"
@@ -50,10 +50,12 @@ def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
     # The last committed batch, as a native savepoint takes: a query stopped while a trigger
     # ran has offsets of a batch it never committed, which its restart (not this) redoes.
     batch = logs.committed_batch(batch)
+    operators = _operators(spark, url, batch)
+    for op in operators:  # refused before the target exists
+        check_routable(op["operatorName"], op["stateStoreName"])
     out = open_savepoint_target(target, target_options if target_options is not None
                                 else storage_options)
     spark_files = [METADATA, *logs.batch_logs(batch), *logs.spark_state_metadata()]
-    operators = _operators(spark, url, batch)
     files = copy_spark_files(lambda rel: storage.read(rel, f"Spark file {rel} of {url}"),
                              spark_files, out)
     stores = []

@@ -32,14 +32,22 @@ class RoutingError(StateStoreError):
     """The operator keeps state this project cannot re-route."""
 
 
-def route_columns(operator_name: str, store_name: str, key_fields: list[str],
-                  prefix_key_columns: int) -> list[str]:
-    """The key fields, in order, whose hash names the partition of a row of this store."""
+def check_routable(operator_name: str, store_name: str) -> None:
+    """Refuses an operator whose rows this module cannot route: transformWithState keeps
+    several state variables (column families, some with several values per key) in one
+    store, which Spark's state data source reads one variable at a time."""
     if operator_name not in SUPPORTED_OPERATORS:
         raise RoutingError(
             f"operator {operator_name!r} (store {store_name!r}) is not one canonical "
-            f"savepoints support ({', '.join(sorted(SUPPORTED_OPERATORS))}); "
-            "transformWithState state is Spark RocksDB's own (see the README)")
+            f"savepoints support ({', '.join(sorted(SUPPORTED_OPERATORS))}); for "
+            "transformWithState state take a native savepoint (--format native), which "
+            "keeps it whole but not re-partitionable")
+
+
+def route_columns(operator_name: str, store_name: str, key_fields: list[str],
+                  prefix_key_columns: int) -> list[str]:
+    """The key fields, in order, whose hash names the partition of a row of this store."""
+    check_routable(operator_name, store_name)
     if operator_name == JOIN_OPERATOR and store_name.endswith(JOIN_VALUE_INDEX_STORE):
         return key_fields[:-1]
     if prefix_key_columns > 0:

@@ -1,0 +1,84 @@
+"""transformWithState on our provider answers as on Spark's RocksDB provider, the only one
+Spark itself accepts for it: batch by batch, across a restart from a native savepoint and a
+killed worker. A canonical savepoint of its state is refused, naming the operator."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from harness import (
+    PROVIDER_KEY,
+    Outputs,
+    assert_same_outputs,
+    checkpoint_of,
+    last_commit,
+    run_queries,
+)
+from pyrocks_support import pyrocks_conf, worker_pids
+from state_store.cli import main as state_store
+from tws_queries import TWS_QUERIES, tws_query_conf
+
+SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+BATCHES, RESTART_AFTER = 6, 3
+
+
+@pytest.fixture(scope="module")
+def spark_rocksdb_outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
+    return run_queries(TWS_QUERIES, tmp_path_factory.mktemp("spark-rocksdb"),
+                       {PROVIDER_KEY: SPARK_ROCKSDB}, batches=BATCHES,
+                       restart_after=RESTART_AFTER, query_conf=tws_query_conf)
+
+
+def test_every_state_kind_timer_and_api_matches_spark_rocksdb_across_a_savepoint(
+        spark_rocksdb_outputs: Outputs, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """At the restart each query resumes from a native savepoint of its checkpoint
+    (restored NO_CLAIM where the checkpoint was); the canonical format is refused."""
+    def resume_from_savepoints(_: int) -> None:
+        for spec in TWS_QUERIES:
+            checkpoint = checkpoint_of(tmp_path, spec)
+            savepoint, refused = tmp_path / "savepoints" / spec.name, tmp_path / "canonical"
+            assert state_store(["savepoint", str(checkpoint), str(refused),
+                                "--format", "canonical"]) == 1
+            assert "take a native savepoint" in capsys.readouterr().err
+            assert not refused.exists()
+            assert state_store(["savepoint", str(checkpoint), str(savepoint), "--json"]) == 0
+            assert json.loads(capsys.readouterr().out)["batch"] == last_commit(checkpoint)
+            shutil.move(checkpoint, tmp_path / "retired" / spec.name)
+            assert state_store(["restore", str(savepoint), str(checkpoint)]) == 0
+
+    ours = run_queries(TWS_QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool"),
+                       batches=BATCHES, restart_after=RESTART_AFTER,
+                       between_phases=resume_from_savepoints, query_conf=tws_query_conf)
+    assert_same_outputs(spark_rocksdb_outputs, ours)
+    assert all(len(batches) >= BATCHES for batches in ours.values())
+    for spec in TWS_QUERIES:  # the state is in our stores, one per partition
+        state = checkpoint_of(tmp_path, spec) / "state" / "0"
+        partitions = [p for p in state.iterdir() if p.name.isdigit()]
+        assert partitions and all(list(p.glob("query-*/manifests")) for p in partitions)
+
+
+def test_a_killed_worker_changes_no_answer(spark_rocksdb_outputs: Outputs,
+                                           tmp_path: Path) -> None:
+    """SIGKILL every state store worker after batch 1 and after the restart's first batch:
+    Spark's retried tasks reopen the stores on new workers, from the durable versions."""
+    pool = tmp_path / "pool"
+
+    def kill_workers(batch: int) -> None:
+        if batch in (1, RESTART_AFTER):
+            pids = worker_pids(pool)
+            assert pids, "no worker to kill"
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+
+    ours = run_queries(TWS_QUERIES, tmp_path, pyrocks_conf(pool), master="local[2,4]",
+                       batches=BATCHES, restart_after=RESTART_AFTER,
+                       after_batch=kill_workers, query_conf=tws_query_conf)
+    assert_same_outputs(spark_rocksdb_outputs, ours)
+
