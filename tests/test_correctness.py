@@ -1,15 +1,17 @@
 """Every stateful operator gives, batch by batch, the answers of Spark's HDFS provider —
 across a stop and restart of the query on a new SparkSession, in local mode, on two
-executor JVMs (local-cluster), and with the shim's read cache on (default) and off. (State
-on the object stores, with an overflowing read cache: test_object_store_queries.py.)"""
+executor JVMs (local-cluster), with the shim's read cache on (default) and off, and with
+Spark's checkpoint ids (checkpointFormatVersion 2). (State on the object stores, with an
+overflowing read cache: test_object_store_queries.py.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
 
-from harness import Outputs, assert_same_outputs, run_queries
+from harness import Outputs, assert_same_outputs, checkpoint_of, last_commit, run_queries
 from pyrocks_support import children_of, java_children, pyrocks_conf
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
@@ -17,6 +19,7 @@ from streaming_queries import BY_NAME, QUERIES
 
 WATERMARKED = {"window_append", "dedup_watermark", "dedup_within_watermark", "join_inner",
                "join_left_outer", "session_window", "apply_in_pandas_event_timeout"}
+CHECKPOINT_FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 CLUSTER_SUBSET = ("agg_update", "join_left_outer", "session_window", "dedup_within_watermark")
 
 
@@ -37,10 +40,20 @@ def test_local_mode_matches_hdfs(hdfs_reference: Outputs, tmp_path: Path) -> Non
     assert_same_outputs(hdfs_reference, ours)
 
 
-def test_without_read_cache_matches_hdfs(hdfs_reference: Outputs, tmp_path: Path) -> None:
-    """Every get goes to the worker: the cache must never be what makes outputs right."""
-    ours = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool", readCacheMB=0))
+def test_without_read_cache_and_with_checkpoint_ids_matches_hdfs(
+        hdfs_reference: Outputs, tmp_path: Path) -> None:
+    """Every get goes to the worker: the cache must never be what makes outputs right. And
+    Spark keeps state store checkpoint ids in its commit log (checkpointFormatVersion 2):
+    every commit's id is recorded, and every load after the restart is given one."""
+    conf = {**pyrocks_conf(tmp_path / "pool", readCacheMB=0), CHECKPOINT_FORMAT_KEY: "2"}
+    ours = run_queries(QUERIES, tmp_path, conf)
     assert_same_outputs(hdfs_reference, ours)
+    for spec in QUERIES:
+        checkpoint = checkpoint_of(tmp_path, spec)
+        last = (checkpoint / "commits" / str(last_commit(checkpoint))).read_text()
+        ids = json.loads(last.splitlines()[1])["stateUniqueIds"]
+        assert ids and all(i.endswith(".changelog") for op in ids.values()
+                           for partition in op for i in partition), spec.name
 
 
 def test_partitions_moving_between_executors_match_hdfs(hdfs_reference: Outputs,

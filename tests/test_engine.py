@@ -252,3 +252,37 @@ def test_every_call_is_checked_against_the_stores_state(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(StateStoreError, match="cannot load version 1 with closed"):
         store.load(1)
+
+
+def test_a_checkpoint_id_loads_the_commit_spark_recorded(tmp_path: Path) -> None:
+    """checkpointFormatVersion 2: a commit answers its id (and its base's); a load given an
+    id builds that commit of the version, even when a later run published the version again
+    (a rewound query); an id no commit has is refused, naming it."""
+    root = tmp_path / "root"
+    first = open_store(root, tmp_path / "first")
+    first.epoch = 1
+    first.load(0)
+    first.write(put("k", "first run"))
+    one = first.commit(1)
+    assert one["base_checkpoint_id"] is None and one["checkpoint_id"].endswith(".changelog")
+    first.write(put("k", "first run, batch 2"))
+    two = first.commit(2)
+    assert two["base_checkpoint_id"] == one["checkpoint_id"]
+
+    rewound = open_store(root, tmp_path / "rewound")
+    rewound.epoch = 2
+    rewound.load(1, one["checkpoint_id"])
+    rewound.write(put("k", "second run"))
+    again = rewound.commit(2)
+    assert again["checkpoint_id"] != two["checkpoint_id"]
+    assert again["base_checkpoint_id"] == one["checkpoint_id"]
+
+    reader = open_store(root, tmp_path / "reader")
+    reader.load(2)  # without an id: the latest run's commit
+    assert reader.get("default", b"k") == b"second run"
+    reader.load(2, two["checkpoint_id"])
+    assert reader.get("default", b"k") == b"first run, batch 2"
+    reader.load(2, again["checkpoint_id"])
+    assert reader.get("default", b"k") == b"second run"
+    with pytest.raises(VersionNotFoundError, match=r"version 2 .*checkpoint id 'nope'"):
+        reader.load(2, "nope")

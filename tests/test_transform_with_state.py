@@ -26,6 +26,7 @@ from tws_queries import TWS_QUERIES, tws_query_conf
 
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 BATCHES, RESTART_AFTER = 6, 3
+CHECKPOINT_FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +65,12 @@ def test_every_state_kind_timer_and_api_matches_spark_rocksdb_across_a_savepoint
         assert partitions and all(list(p.glob("query-*/manifests")) for p in partitions)
 
 
-def test_a_killed_worker_changes_no_answer(spark_rocksdb_outputs: Outputs,
-                                           tmp_path: Path) -> None:
+def test_a_killed_worker_and_checkpoint_ids_change_no_answer(spark_rocksdb_outputs: Outputs,
+                                                             tmp_path: Path) -> None:
     """SIGKILL every state store worker after batch 1 and after the restart's first batch:
-    Spark's retried tasks reopen the stores on new workers, from the durable versions."""
+    Spark's retried tasks reopen the stores on new workers, from the durable versions. The
+    query keeps checkpoint ids in its commit log (checkpointFormatVersion 2), so every load
+    after the first is of the commit Spark recorded."""
     pool = tmp_path / "pool"
 
     def kill_workers(batch: int) -> None:
@@ -77,8 +80,12 @@ def test_a_killed_worker_changes_no_answer(spark_rocksdb_outputs: Outputs,
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
 
-    ours = run_queries(TWS_QUERIES, tmp_path, pyrocks_conf(pool), master="local[2,4]",
+    conf = {**pyrocks_conf(pool), CHECKPOINT_FORMAT_KEY: "2"}
+    ours = run_queries(TWS_QUERIES, tmp_path, conf, master="local[2,4]",
                        batches=BATCHES, restart_after=RESTART_AFTER,
                        after_batch=kill_workers, query_conf=tws_query_conf)
     assert_same_outputs(spark_rocksdb_outputs, ours)
-
+    for spec in TWS_QUERIES:
+        checkpoint = checkpoint_of(tmp_path, spec)
+        last = (checkpoint / "commits" / str(last_commit(checkpoint))).read_text()
+        assert json.loads(last.splitlines()[1])["stateUniqueIds"], spec.name

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.group import GroupedData
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from streaming_queries import WATERMARK, QuerySpec, read
@@ -29,6 +30,7 @@ PROCESSING_OUTPUT = "k int, kind string, count long, fresh long, buckets long"
 HOUR_MS = 3_600_000
 NO_DATA_BATCHES_KEY = "spark.sql.streaming.noDataMicroBatches.enabled"
 DECOY = 1  # the millisecond of a decoy timer
+ROWS_API = hasattr(GroupedData, "transformWithState")  # PySpark 4.1 on
 
 
 class EventTimeTotals(StatefulProcessor):
@@ -124,6 +126,20 @@ class ProcessingTimeCounts(StatefulProcessor):
         pass
 
 
+class ProcessingTimeCountsPandas(ProcessingTimeCounts):
+    """The same, through the pandas API (PySpark 4.0 has no rows API)."""
+
+    def handleInputRows(self, key, rows: Iterator[pd.DataFrame],
+                        timerValues) -> Iterator[pd.DataFrame]:
+        each = (Row(v=int(v)) for frame in rows for v in frame["v"])
+        yield pd.DataFrame([r.asDict() for r in super().handleInputRows(key, each, timerValues)])
+
+    def handleExpiredTimer(self, key, timerValues,
+                           expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        yield pd.DataFrame([r.asDict() for r in super().handleExpiredTimer(
+            key, timerValues, expiredTimerInfo)])
+
+
 def _event_time_pandas(spark: SparkSession, source: Path) -> DataFrame:
     events = read(spark, source).withWatermark("t", WATERMARK)
     starts = spark.createDataFrame([(k, 1000 * k) for k in range(0, 11, 2)], "k int, start long")
@@ -134,6 +150,9 @@ def _event_time_pandas(spark: SparkSession, source: Path) -> DataFrame:
 
 def _processing_time_rows(spark: SparkSession, source: Path) -> DataFrame:
     events = read(spark, source).select((F.col("k") % 5).alias("g"), "v")
+    if not ROWS_API:
+        return events.groupBy("g").transformWithStateInPandas(
+            ProcessingTimeCountsPandas(), PROCESSING_OUTPUT, "Update", "ProcessingTime")
     return events.groupBy("g").transformWithState(
         ProcessingTimeCounts(), PROCESSING_OUTPUT, "Update", "ProcessingTime")
 

@@ -138,12 +138,29 @@ class StoreRoot:
     def snapshot_versions(self) -> list[int]:
         return sorted(self.index().snapshots)
 
-    def read_manifest(self, version: int, index: RecordIndex | None = None) -> Manifest:
-        """The committed manifest of `version`: of the latest run that published it."""
-        path = (index or self.index()).manifest_path(version)
-        if path is None:
+    def read_manifest(self, version: int, index: RecordIndex | None = None,
+                      checkpoint_id: str | None = None) -> Manifest:
+        """The committed manifest of `version`: of the latest run that published it, or,
+        given Spark's state store checkpoint id (checkpointFormatVersion 2: the commit log
+        names the attempt each batch used), the one that attempt published, whichever
+        run's it is. A checkpoint id is a manifest's lineage (its own changelog's name)."""
+        index = index or self.index()
+        if checkpoint_id is None:
+            path = index.manifest_path(version)
+            if path is None:
+                raise self._missing(version)
+            return self.read_manifest_at(path)
+        epochs = index.manifests.get(version, {})
+        for epoch in sorted(epochs, reverse=True):
+            manifest = self.read_manifest_at(epochs[epoch])
+            if manifest.lineage == checkpoint_id:
+                return manifest
+        if not epochs:
             raise self._missing(version)
-        return self.read_manifest_at(path)
+        raise VersionNotFoundError(
+            f"version {version} of {self.store_name} at {self.storage.url} has no commit "
+            f"with the checkpoint id {checkpoint_id!r} Spark's commit log names (retained "
+            f"commits of it: {sorted(self.read_manifest_at(p).lineage for p in epochs.values())})")
 
     def read_manifest_at(self, path: str) -> Manifest:
         record = self._records.get(path)
@@ -238,10 +255,12 @@ class StoreRoot:
         """The cheapest way to `version`: from the newest snapshot that may serve it."""
         return self.load_plans(version, index)[0]
 
-    def load_plans(self, version: int, index: RecordIndex | None = None) -> list[LoadPlan]:
-        """Every way to rebuild `version`, cheapest first (lineage.load_plans)."""
+    def load_plans(self, version: int, index: RecordIndex | None = None,
+                   checkpoint_id: str | None = None) -> list[LoadPlan]:
+        """Every way to rebuild `version` (the commit `checkpoint_id` names, if given),
+        cheapest first (lineage.load_plans)."""
         index = index or self.index()
-        manifest = self.read_manifest(version, index)
+        manifest = self.read_manifest(version, index, checkpoint_id)
         unreadable: list[str] = []
         candidates = self.snapshots_between(manifest.snapshot_version or 0, version, index,
                                             unreadable)

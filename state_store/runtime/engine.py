@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..errors import CorruptFileError, StateStoreError, VersionNotFoundError
 from ..format import gc, records
-from ..format.lineage import Lineage, LoadPlan
+from ..format.lineage import Lineage, LoadPlan, lineage_of
 from ..format.manifest import Changelog, Retention
 from ..format.records import OP_MASK, Op
 from ..format.store_root import StoreRoot, UploadStats
@@ -125,18 +125,20 @@ class VersionedStore:
 
     # ---- loading ------------------------------------------------------------------------
 
-    def load(self, version: int) -> bool:
-        """Makes the working copy equal `version`; True if it already was (nothing changed,
-        so whatever the shim derived from this working copy, e.g. its read cache, holds)."""
+    def load(self, version: int, checkpoint_id: str | None = None) -> bool:
+        """Makes the working copy equal `version` (the commit of it `checkpoint_id` names,
+        when Spark passes one); True if it already was (nothing changed, so whatever the
+        shim derived from this working copy, e.g. its read cache, holds)."""
         self._require(_OPEN, f"load version {version}")
         if version < 0:
             raise StateStoreError(f"cannot load negative version {version} of {self.name}")
         if self.state is State.CLEAN and self.loaded_version == version \
-                and not self.lineage.empty:
+                and not self.lineage.empty \
+                and checkpoint_id in (None, self.lineage.lineage):
             return True  # the common batch-to-batch case
         started = time.perf_counter()
-        if not self._catch_up(version):
-            self._rebuild(version)
+        if not self._catch_up(version, checkpoint_id):
+            self._rebuild(version, checkpoint_id=checkpoint_id)
         self.metrics.loads += 1
         self.metrics.load_ms += (time.perf_counter() - started) * 1000
         return False
@@ -157,14 +159,14 @@ class VersionedStore:
         self._rebuild(version, [self.checkpoint.plan_from_snapshot(snapshot_version, version)])
         self.metrics.loads += 1
 
-    def _catch_up(self, version: int) -> bool:
+    def _catch_up(self, version: int, checkpoint_id: str | None = None) -> bool:
         """Replays only the missing changelogs when the clean working copy is behind (another
         writer committed the versions in between), as the lineage allows."""
         current = self.loaded_version
         if self.state is not State.CLEAN or current is None or version < current:
             return False
         index = self.checkpoint.index()
-        target = self.checkpoint.read_manifest(version, index)
+        target = self.checkpoint.read_manifest(version, index, checkpoint_id)
         missing = self.lineage.catch_up(current, target)
         if missing is None:
             return False
@@ -182,14 +184,15 @@ class VersionedStore:
         return True
 
     def _rebuild(self, version: int, plans: list[LoadPlan | None] | None = None,
-                 empty: bool = False) -> None:
+                 empty: bool = False, checkpoint_id: str | None = None) -> None:
         self.snapshots.drain()
         self.copy.close()
         self._lose_version()
         if version == 0:
             self.checkpoint.refuse_foreign_state()
         if plans is None:
-            plans = [None] if version == 0 else [*self.checkpoint.load_plans(version)]
+            plans = [None] if version == 0 else [
+                *self.checkpoint.load_plans(version, checkpoint_id=checkpoint_id)]
         shutil.rmtree(self.local_dir, ignore_errors=True)
         self.local_dir.mkdir(parents=True)
         plan, db_dir = self._download_first_readable(plans)
@@ -301,6 +304,7 @@ class VersionedStore:
         manifest = self.lineage.next_manifest(
             changelog, self.copy.num_keys, self.copy.column_families(), self.writer, self.epoch,
             Retention(self.opts.min_versions_to_retain, self.opts.orphan_margin_seconds))
+        base_id = self.lineage.lineage
         if not self.checkpoint.publish_manifest(manifest):
             # Another attempt of this run published first; its files are the version now,
             # and this attempt's own files (changelog, forced snapshot) serve nobody.
@@ -309,7 +313,9 @@ class VersionedStore:
             self.checkpoint.discard_unpublished([changelog.file])
             self._lose_version()
             self.metrics.lost_publish_races += 1
-            return {"published": False}
+            winner = self.checkpoint.read_manifest(new_version)
+            return {"published": False, "checkpoint_id": winner.lineage,
+                    "base_checkpoint_id": lineage_of(winner, new_version - 1)}
         self.lineage.committed(manifest)
         self.pending.clear()
         self.state, self.loaded_version = State.CLEAN, new_version
@@ -319,7 +325,8 @@ class VersionedStore:
                                  manifest.lineage)
         self.metrics.commits += 1
         self.metrics.commit_ms += (time.perf_counter() - started) * 1000
-        return {"published": True, "num_keys": self.copy.num_keys}
+        return {"published": True, "num_keys": self.copy.num_keys,
+                "checkpoint_id": manifest.lineage, "base_checkpoint_id": base_id}
 
     def _snapshot_first_if_needed(self, changelog: Changelog) -> Taken | None:
         """The snapshot this version's manifest must name, taken now (lineage.py): for a

@@ -17,13 +17,14 @@ class Request(IntEnum):
     # body: JSON {store_root, store_path, store_name, local_name, query_id, run_epoch,
     #             writer, options} (worker.Session.open)  -> JSON {pid, root}
     OPEN = 1
-    LOAD = 2  # body: version i64                       -> JSON {num_keys, unchanged}
+    # body: version i64 [UTF-8 checkpoint id: the commit of it Spark's commit log names]
+    LOAD = 2  #                                          -> JSON {num_keys, unchanged}
     WRITES = 3  # body: write records (records.py)       -> no response
     GET = 4  # body: [cf_len u16][cf][key]               -> [found u8][value]
     ITER_OPEN = 5  # body: [id u32][mode u8][cf_len u16][cf][a_len u32][a][b_len u32][b] -> chunk
     ITER_NEXT = 6  # body: [id u32]                      -> chunk
     ITER_CLOSE = 7  # body: [id u32]                     -> no response
-    COMMIT = 8  # body: new version i64                 -> JSON
+    COMMIT = 8  # body: new version i64 -> JSON {published, checkpoint_id, ...}
     ABORT = 9  # body: empty                            -> empty
     METRICS = 10  # body: empty                          -> JSON
     MAINTAIN = 11  # body: min versions to retain i32    -> JSON

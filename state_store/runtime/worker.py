@@ -139,7 +139,8 @@ class Session:
         elif request is Request.LOAD:
             self.iterators.clear()
             store.reset_metrics()  # customMetrics report per batch: count from each load
-            unchanged = store.load(I64.unpack(body)[0])
+            checkpoint_id = body[I64.size:].decode() or None
+            unchanged = store.load(I64.unpack_from(body)[0], checkpoint_id)
             return _json({"num_keys": max(store.num_keys, 0), "unchanged": unchanged})
         elif request is Request.LOAD_EMPTY:
             self.iterators.clear()

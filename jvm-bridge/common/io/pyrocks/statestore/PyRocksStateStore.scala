@@ -186,8 +186,18 @@ class PyRocksStateStore(
 
   override def metrics: StateStoreMetrics = provider.metrics()
 
-  override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo =
-    StateStoreCheckpointInfo(id.partitionId, version + 1, None, None)
+  /** checkpointFormatVersion 2: the commit's id (the worker's lineage of the version it
+   * published, or of the attempt that won the race to publish it) and the id of the version
+   * it was built on; Spark writes them to its commit log and passes them back to loads. */
+  @volatile private var checkpointIds: (Option[String], Option[String]) = (None, None)
+
+  private[statestore] def committedAs(id: Option[String], base: Option[String]): Unit =
+    checkpointIds = (id, base)
+
+  override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo = {
+    val (committed, base) = if (provider.checkpointIdsEnabled) checkpointIds else (None, None)
+    StateStoreCheckpointInfo(id.partitionId, version + 1, committed, base)
+  }
 }
 
 /** Raw (key, value) pairs of a scan, in the worker's key order; `close` ends it early. */

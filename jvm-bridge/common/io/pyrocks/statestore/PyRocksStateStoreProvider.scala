@@ -80,11 +80,10 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       uniqueId: Option[String],
       forceSnapshotOnCommit: Boolean,
       loadEmpty: Boolean): StateStore = {
-    refuseUnsupported(uniqueId)
     val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
     synchronized {
       writer.awaitFree(version, "update", deadline)
-      load(version, empty = loadEmpty)
+      load(version, empty = loadEmpty, checkpointId = uniqueId)
       val store = new PyRocksStateStore(this, version, readOnly = false)
       writer.take(store, connection)
       store
@@ -92,11 +91,10 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   }
 
   override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore = {
-    refuseUnsupported(uniqueId)
     val deadline = System.nanoTime() + launch.requestTimeoutSeconds * 1000000000L
     synchronized {
       writer.awaitFree(version, "read", deadline)
-      load(version)
+      load(version, checkpointId = uniqueId)
       new PyRocksStateStore(this, version, readOnly = true)
     }
   }
@@ -147,18 +145,14 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     (changes, () => scan.close())
   }
 
-  private def refuseUnsupported(uniqueId: Option[String]): Unit = {
-    if (uniqueId.isDefined) {
-      throw new UnsupportedOperationException(s"$ProviderName does not support state store " +
-        "checkpoint IDs (spark.sql.streaming.stateStore.checkpointFormatVersion=2); use 1")
-    }
-  }
-
   /** `empty`: Spark's loadEmpty, an empty store standing at `version` whose commit publishes
    * version + 1 with nothing before it (an offline writer, e.g. a canonical restore). */
-  private def load(version: Long, empty: Boolean = false): Unit = synchronized {
+  private def load(version: Long, empty: Boolean = false,
+      checkpointId: Option[String] = None): Unit = synchronized {
     val kind = if (empty) Wire.LoadEmpty else Wire.Load
-    val answer = try request(kind, ByteBuffer.allocate(8).putLong(version).array())
+    val id = if (empty) Array.emptyByteArray else checkpointId.getOrElse("").getBytes(UTF_8)
+    val body = ByteBuffer.allocate(8 + id.length).putLong(version).put(id).array()
+    val answer = try request(kind, body)
     catch {
       case e: PyRocksStoreException => throw new IllegalStateException(
         s"cannot load version $version of $describe: ${e.getMessage}", e)
@@ -180,6 +174,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       // Lost the race to publish: the worker reloads the winner's state, so must we.
       if (jsonField(answer, "published") == "true") cache.committed(newVersion)
       else cache.invalidate()
+      store.committedAs(jsonString(answer, "checkpoint_id"),
+        jsonString(answer, "base_checkpoint_id"))
       CoordinatorCompat.reportCommit(storeConf, newVersion, storeId, hadoopConf)
     }
 
@@ -200,6 +196,15 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     implicit val formats: DefaultFormats.type = DefaultFormats
     (parse(new String(answer, UTF_8)) \ field).values.toString
   }
+
+  private def jsonString(answer: Array[Byte], field: String): Option[String] =
+    parse(new String(answer, UTF_8)) \ field match {
+      case JString(text) => Some(text)
+      case _ => None
+    }
+
+  /** Whether Spark keeps state store checkpoint ids in its commit log (format version 2). */
+  private[statestore] def checkpointIdsEnabled: Boolean = storeConf.enableStateStoreCheckpointIds
 
   // ---- reads and writes: the read cache sits here ---------------------------------------
 
