@@ -1,6 +1,7 @@
-"""transformWithState on our provider answers as on Spark's RocksDB provider, the only one
-Spark itself accepts for it: batch by batch, across a restart from a native savepoint and a
-killed worker. A canonical savepoint of its state is refused, naming the operator."""
+"""transformWithState (PySpark's pandas and rows APIs, Scala's) on our provider answers as
+on Spark's RocksDB provider, the only one Spark itself accepts for it: batch by batch,
+across a restart from a native savepoint, and across killed workers with checkpoint ids
+(checkpointFormatVersion 2). A canonical savepoint of its state is refused, naming why."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from harness import (
 )
 from pyrocks_support import pyrocks_conf, worker_pids
 from state_store.cli import main as state_store
-from tws_queries import TWS_QUERIES, tws_query_conf
+from tws_queries import TWS_QUERIES, tws_query_conf, with_processors
 
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 BATCHES, RESTART_AFTER = 6, 3
@@ -32,7 +33,7 @@ CHECKPOINT_FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 @pytest.fixture(scope="module")
 def spark_rocksdb_outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     return run_queries(TWS_QUERIES, tmp_path_factory.mktemp("spark-rocksdb"),
-                       {PROVIDER_KEY: SPARK_ROCKSDB}, batches=BATCHES,
+                       with_processors({PROVIDER_KEY: SPARK_ROCKSDB}), batches=BATCHES,
                        restart_after=RESTART_AFTER, query_conf=tws_query_conf)
 
 
@@ -54,11 +55,14 @@ def test_every_state_kind_timer_and_api_matches_spark_rocksdb_across_a_savepoint
             shutil.move(checkpoint, tmp_path / "retired" / spec.name)
             assert state_store(["restore", str(savepoint), str(checkpoint)]) == 0
 
-    ours = run_queries(TWS_QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool"),
-                       batches=BATCHES, restart_after=RESTART_AFTER,
+    conf = with_processors(pyrocks_conf(tmp_path / "pool"))
+    ours = run_queries(TWS_QUERIES, tmp_path, conf, batches=BATCHES, restart_after=RESTART_AFTER,
                        between_phases=resume_from_savepoints, query_conf=tws_query_conf)
     assert_same_outputs(spark_rocksdb_outputs, ours)
-    assert all(len(batches) >= BATCHES for batches in ours.values())
+    for name, batches in ours.items():  # every query's rows and timers answered
+        rows = [row for batch in batches.values() for row in batch]
+        assert len(batches) >= BATCHES and "kind='rows'" in str(rows), name
+        assert "kind='timer'" in str(rows), name
     for spec in TWS_QUERIES:  # the state is in our stores, one per partition
         state = checkpoint_of(tmp_path, spec) / "state" / "0"
         partitions = [p for p in state.iterdir() if p.name.isdigit()]
@@ -80,7 +84,7 @@ def test_a_killed_worker_and_checkpoint_ids_change_no_answer(spark_rocksdb_outpu
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
 
-    conf = {**pyrocks_conf(pool), CHECKPOINT_FORMAT_KEY: "2"}
+    conf = with_processors({**pyrocks_conf(pool), CHECKPOINT_FORMAT_KEY: "2"})
     ours = run_queries(TWS_QUERIES, tmp_path, conf, master="local[2,4]",
                        batches=BATCHES, restart_after=RESTART_AFTER,
                        after_batch=kill_workers, query_conf=tws_query_conf)

@@ -2,7 +2,9 @@
 harness runs batch by batch under any provider that takes them (ours, Spark's RocksDB).
 
 Between them they use every state kind with and without TTL, both timer kinds, listing and
-deleting timers, initial state, and PySpark's two APIs (pandas and rows). Each output row is
+deleting timers, initial state, PySpark's two APIs (pandas and rows) and Scala's (the same
+processors in tests/jvm-tws/, compiled like the shim; sessions need `with_processors`).
+Each output row is
 a function of the input batches alone, so two providers must answer the same, batch by batch:
   - event time: timers fire when the watermark passes (the harness runs the no-data batch
     a watermark move calls for);
@@ -14,7 +16,7 @@ a function of the input batches alone, so two providers must answer the same, ba
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -23,11 +25,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.group import GroupedData
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
+from state_store.driver import bridge
 from streaming_queries import WATERMARK, QuerySpec, read
 
 EVENT_OUTPUT = "k int, kind string, count long, recent long, buckets long, total long"
 PROCESSING_OUTPUT = "k int, kind string, count long, fresh long, buckets long"
 HOUR_MS = 3_600_000
+PROCESSORS = Path(__file__).resolve().parent / "jvm-tws"
 NO_DATA_BATCHES_KEY = "spark.sql.streaming.noDataMicroBatches.enabled"
 DECOY = 1  # the millisecond of a decoy timer
 ROWS_API = hasattr(GroupedData, "transformWithState")  # PySpark 4.1 on
@@ -157,10 +161,27 @@ def _processing_time_rows(spark: SparkSession, source: Path) -> DataFrame:
         ProcessingTimeCounts(), PROCESSING_OUTPUT, "Update", "ProcessingTime")
 
 
+def _scala(builder: str) -> Callable[[SparkSession, Path], DataFrame]:
+    def build(spark: SparkSession, source: Path) -> DataFrame:
+        events = read(spark, source).withWatermark("t", WATERMARK)
+        queries = spark._jvm.com.example.tws.ScalaTws  # type: ignore[union-attr]
+        return DataFrame(getattr(queries, builder)(events._jdf), spark)
+    return build
+
+
 TWS_QUERIES: tuple[QuerySpec, ...] = (
     QuerySpec("tws_event_time_pandas", "update", _event_time_pandas),
     QuerySpec("tws_processing_time_rows", "update", _processing_time_rows),
+    QuerySpec("tws_event_time_scala", "update", _scala("eventTime")),
+    QuerySpec("tws_processing_time_scala", "update", _scala("processingTime")),
 )
+
+
+def with_processors(conf: dict[str, str]) -> dict[str, str]:
+    """`conf` with the Scala processors' jar (built once per pyspark release) on spark.jars."""
+    jar = str(bridge.jar_path(PROCESSORS, name="tws-processors"))
+    jars = conf.get("spark.jars")
+    return {**conf, "spark.jars": f"{jars},{jar}" if jars else jar}
 
 
 def tws_query_conf(spec: QuerySpec) -> dict[str, str]:
