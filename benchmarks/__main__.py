@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, tuple[str, ...]] = {
     "query_end": (),
     "canonical": (),
     "compression": (),
+    "tws": (),
 }
 SUMMARY_JSON = report.RESULTS_DIR / "summary.json"
 SUMMARY_PNG = report.RESULTS_DIR / "summary.png"
