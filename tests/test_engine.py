@@ -13,7 +13,7 @@ from state_store.errors import (
     StateStoreError,
     VersionNotFoundError,
 )
-from state_store.format import gc, records
+from state_store.format import gc, records, seeding
 from state_store.format.manifest import manifest_path
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
@@ -286,3 +286,23 @@ def test_a_checkpoint_id_loads_the_commit_spark_recorded(tmp_path: Path) -> None
     assert reader.get("default", b"k") == b"second run"
     with pytest.raises(VersionNotFoundError, match=r"version 2 .*checkpoint id 'nope'"):
         reader.load(2, "nope")
+
+
+@pytest.mark.parametrize("claim", [False, True], ids=["no-claim", "claim"])
+def test_a_copied_version_keeps_its_checkpoint_id(tmp_path: Path, claim: bool) -> None:
+    """A savepoint or restore copies a version under new file names; a restored query's
+    commit log (copied from the source's) still names the source commit's id."""
+    source = open_store(tmp_path / "source", tmp_path / "s")
+    commit_versions(source, 2)
+    recorded = source.checkpoint.read_manifest(2).commit_id
+    target_root = StoreRoot(open_storage(str(tmp_path / "target")), "test-store",
+                            trusted_roots=frozenset({str(tmp_path / "source")}))
+    copy = seeding.copy_version(source.checkpoint, 2, target_root, claim=claim)
+    assert copy.commit_id == recorded and (claim or copy.lineage != recorded)
+    restored = open_store(tmp_path / "target", tmp_path / "t",
+                          trusted=frozenset({(tmp_path / "source").as_uri(),
+                                             str(tmp_path / "source")}))
+    restored.load(2, recorded)
+    assert restored.get("default", b"shared") == b"s1"
+    restored.write(put("k", "after"))
+    assert restored.commit(3)["base_checkpoint_id"] == recorded

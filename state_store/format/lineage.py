@@ -194,6 +194,11 @@ class Lineage:
         """The loaded version's lineage: its own changelog (None for version 0 or empty)."""
         return None if self.manifest is None else self.manifest.lineage
 
+    @property
+    def commit_id(self) -> str | None:
+        """The loaded version's commit id (Manifest.commit_id; None for version 0 or empty)."""
+        return None if self.manifest is None else self.manifest.commit_id
+
     def rebuilt(self, plan: LoadPlan | None, empty: bool = False) -> None:
         """The working copy was rebuilt along `plan` (None: from nothing)."""
         with self._lock:

@@ -160,6 +160,8 @@ class Manifest:
     writer: str = ""  # the JVM and worker that published it (for people and tests)
     epoch: int = 0  # the run that published it (see the module docstring)
     retention: Retention | None = None  # None in manifests older than the field
+    # A copy's (savepoint, restore): the commit id of the manifest it copies; "" otherwise
+    checkpoint_id: str = ""
     format_version: int = FORMAT_VERSION
     kind: str = KIND
 
@@ -174,6 +176,13 @@ class Manifest:
     def lineage(self) -> str:
         """The attempt that published this version: the name of its own changelog."""
         return self.changelogs[-1].file.name
+
+    @property
+    def commit_id(self) -> str:
+        """The commit's id (Spark's state store checkpoint id, checkpointFormatVersion 2):
+        the lineage of the attempt that committed it, kept by every copy of it (a copy's
+        changelogs have new names, so a restored query's commit log still names it)."""
+        return self.checkpoint_id or self.lineage
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -198,9 +207,15 @@ class Manifest:
                 writer=str(raw.get("writer", "")),
                 epoch=_version(raw.get("epoch", 0)),
                 retention=Retention.from_raw(raw.get("retention")),
+                checkpoint_id=_checkpoint_id(raw.get("checkpoint_id", ""), where),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptFileError(f"{where} is not a valid manifest: {e!r}") from e
+
+
+def _checkpoint_id(value: object, where: str) -> str:
+    """A commit id is compared, never used as a path; still only a plain name is accepted."""
+    return "" if value == "" else file_name(value, where, "checkpoint_id")
 
 
 def checked_record(data: bytes, where: str, kind: str = KIND,

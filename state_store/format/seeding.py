@@ -11,7 +11,8 @@ version of a source root, in one of two ways:
          them (checkpoint.plan_garbage). Claimed files are verified by the loads that read
          them, as every durable file is.
 Either way the records keep the source's lineage strings, so whichever concurrent seeder
-publishes the snapshot, any seeder's manifest may start from it.
+publishes the snapshot, any seeder's manifest may start from it; and the manifest keeps the
+source version's commit id, which a restored query's commit log names (format version 2).
 
 A restore leaves a seed (`Seed`, `<store location>/_seed.json`) where Spark will open each
 store of the restored query; the store's first open applies it (`apply_seed`) before loading
@@ -176,7 +177,7 @@ def copy_version(source: StoreRoot, version: int, target: StoreRoot, claim: bool
         [Changelog(c.version, ref) for c, ref in zip(chain, placed[-len(chain):], strict=True)],
         plan.manifest.num_keys, plan.manifest.column_families,
         base_lineage="" if snapshot is None else snapshot.lineage,
-        writer=f"seeded from {source.storage.url}")
+        writer=f"seeded from {source.storage.url}", checkpoint_id=plan.manifest.commit_id)
     if snapshot is not None and not target.publish_snapshot(snapshot):
         target.discard_unpublished(snapshot.files)  # a concurrent seeder's serves as well
     if not target.publish_manifest(manifest):

@@ -143,7 +143,7 @@ class StoreRoot:
         """The committed manifest of `version`: of the latest run that published it, or,
         given Spark's state store checkpoint id (checkpointFormatVersion 2: the commit log
         names the attempt each batch used), the one that attempt published, whichever
-        run's it is. A checkpoint id is a manifest's lineage (its own changelog's name)."""
+        run's it is (Manifest.commit_id)."""
         index = index or self.index()
         if checkpoint_id is None:
             path = index.manifest_path(version)
@@ -153,14 +153,15 @@ class StoreRoot:
         epochs = index.manifests.get(version, {})
         for epoch in sorted(epochs, reverse=True):
             manifest = self.read_manifest_at(epochs[epoch])
-            if manifest.lineage == checkpoint_id:
+            if manifest.commit_id == checkpoint_id:
                 return manifest
         if not epochs:
             raise self._missing(version)
+        retained = sorted(self.read_manifest_at(p).commit_id for p in epochs.values())
         raise VersionNotFoundError(
             f"version {version} of {self.store_name} at {self.storage.url} has no commit "
             f"with the checkpoint id {checkpoint_id!r} Spark's commit log names (retained "
-            f"commits of it: {sorted(self.read_manifest_at(p).lineage for p in epochs.values())})")
+            f"commits of it: {retained})")
 
     def read_manifest_at(self, path: str) -> Manifest:
         record = self._records.get(path)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..errors import CorruptFileError, StateStoreError, VersionNotFoundError
 from ..format import gc, records
-from ..format.lineage import Lineage, LoadPlan, lineage_of
+from ..format.lineage import Lineage, LoadPlan
 from ..format.manifest import Changelog, Retention
 from ..format.records import OP_MASK, Op
 from ..format.store_root import StoreRoot, UploadStats
@@ -134,7 +134,7 @@ class VersionedStore:
             raise StateStoreError(f"cannot load negative version {version} of {self.name}")
         if self.state is State.CLEAN and self.loaded_version == version \
                 and not self.lineage.empty \
-                and checkpoint_id in (None, self.lineage.lineage):
+                and checkpoint_id in (None, self.lineage.commit_id):
             return True  # the common batch-to-batch case
         started = time.perf_counter()
         if not self._catch_up(version, checkpoint_id):
@@ -304,7 +304,7 @@ class VersionedStore:
         manifest = self.lineage.next_manifest(
             changelog, self.copy.num_keys, self.copy.column_families(), self.writer, self.epoch,
             Retention(self.opts.min_versions_to_retain, self.opts.orphan_margin_seconds))
-        base_id = self.lineage.lineage
+        base_id = self.lineage.commit_id
         if not self.checkpoint.publish_manifest(manifest):
             # Another attempt of this run published first; its files are the version now,
             # and this attempt's own files (changelog, forced snapshot) serve nobody.
@@ -314,8 +314,8 @@ class VersionedStore:
             self._lose_version()
             self.metrics.lost_publish_races += 1
             winner = self.checkpoint.read_manifest(new_version)
-            return {"published": False, "checkpoint_id": winner.lineage,
-                    "base_checkpoint_id": lineage_of(winner, new_version - 1)}
+            return {"published": False, "checkpoint_id": winner.commit_id,
+                    "base_checkpoint_id": base_id}
         self.lineage.committed(manifest)
         self.pending.clear()
         self.state, self.loaded_version = State.CLEAN, new_version
@@ -326,7 +326,7 @@ class VersionedStore:
         self.metrics.commits += 1
         self.metrics.commit_ms += (time.perf_counter() - started) * 1000
         return {"published": True, "num_keys": self.copy.num_keys,
-                "checkpoint_id": manifest.lineage, "base_checkpoint_id": base_id}
+                "checkpoint_id": manifest.commit_id, "base_checkpoint_id": base_id}
 
     def _snapshot_first_if_needed(self, changelog: Changelog) -> Taken | None:
         """The snapshot this version's manifest must name, taken now (lineage.py): for a
