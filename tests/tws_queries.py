@@ -187,3 +187,28 @@ def with_processors(conf: dict[str, str]) -> dict[str, str]:
 def tws_query_conf(spec: QuerySpec) -> dict[str, str]:
     """Each query's own SQL confs (see the module doc)."""
     return {NO_DATA_BATCHES_KEY: str("processing_time" not in spec.name).lower()}
+
+
+class Evolving(StatefulProcessor):
+    """A value state whose schema a later version of the query changes (`schema`): each
+    batch emits what the state held (as its current schema reads it) and counts up."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("state", self.schema)
+
+    def handleInputRows(self, key, rows: Iterator[pd.DataFrame],
+                        timerValues) -> Iterator[pd.DataFrame]:
+        seen = sum(len(frame) for frame in rows)
+        names = [f.split()[0] for f in self.schema.split(",")]
+        held = self.state.get() if self.state.exists() else None
+        fields = dict(zip(names, held, strict=True)) if held is not None else {}
+        yield pd.DataFrame({"k": [key[0]], "held": [repr(sorted(fields.items()))]})
+        fields["n"] = (fields.get("n") or 0) + seen
+        fields["name"] = f"key-{key[0]}"
+        self.state.update(tuple(fields.get(name) for name in names))
+
+    def close(self) -> None:
+        pass

@@ -15,14 +15,16 @@ import org.apache.spark.unsafe.Platform
  * their layouts. A key spec without scans (NoPrefix) only needs point lookups and full
  * iteration, so its rows travel as they are, with no encoding step on the hot path.
  *
- * Values are UnsafeRow bytes; with multiple values per key, a value is a sequence of
- * `[length u32][row]` entries, so a merge is a plain byte append in the worker.
+ * Values are UnsafeRow bytes, each after the 2-byte id of its schema where the family's values
+ * may evolve (`evolution`, ValueEvolution); with multiple values per key, a value is a
+ * sequence of `[length u32][row]` entries, so a merge is a plain byte append in the worker.
  */
 final class ColumnFamilyCodec(
     keySchema: StructType,
     valueSchema: StructType,
     spec: KeyStateEncoderSpec,
-    val multipleValues: Boolean) {
+    val multipleValues: Boolean,
+    evolution: Option[ValueEvolution] = None) {
 
   private val keyFields = keySchema.length
   private val valueFields = valueSchema.length
@@ -65,36 +67,55 @@ final class ColumnFamilyCodec(
     case None => row(bytes, 0, bytes.length, keyFields)
   }
 
-  def value(row: UnsafeRow): Array[Byte] =
-    if (!multipleValues) ColumnFamilyCodec.copyOf(row) else valueList(Array(row))
+  private val idBytes = if (evolution.isDefined) 2 else 0
 
-  def valueList(rows: Array[UnsafeRow]): Array[Byte] = {
-    val size = rows.map(_.getSizeInBytes + 4).sum
-    val buf = new Array[Byte](size)
+  def value(row: UnsafeRow): Array[Byte] =
+    if (!multipleValues) valueList(Array(row), framed = false) else valueList(Array(row))
+
+  def valueList(rows: Array[UnsafeRow]): Array[Byte] = valueList(rows, framed = true)
+
+  private def valueList(rows: Array[UnsafeRow], framed: Boolean): Array[Byte] = {
+    val head = (if (framed) 4 else 0) + idBytes
+    val buf = new Array[Byte](rows.map(_.getSizeInBytes + head).sum)
     var pos = 0
     rows.foreach { r =>
-      ByteBuffer.wrap(buf, pos, 4).putInt(r.getSizeInBytes)
-      r.writeToMemory(buf, Platform.BYTE_ARRAY_OFFSET + pos + 4)
-      pos += 4 + r.getSizeInBytes
+      val entry = ByteBuffer.wrap(buf, pos, head)
+      if (framed) entry.putInt(r.getSizeInBytes + idBytes)
+      evolution.foreach(e => entry.putShort(e.currentId))
+      r.writeToMemory(buf, Platform.BYTE_ARRAY_OFFSET + pos + head)
+      pos += head + r.getSizeInBytes
     }
     buf
   }
 
   def decodeValue(bytes: Array[Byte]): UnsafeRow =
     if (multipleValues) decodeValues(bytes).headOption.orNull
-    else row(bytes, 0, bytes.length, valueFields)
+    else valueRow(bytes, 0, bytes.length)
 
   def decodeValues(bytes: Array[Byte]): Seq[UnsafeRow] = {
-    if (!multipleValues) return Seq(row(bytes, 0, bytes.length, valueFields))
+    if (!multipleValues) return Seq(valueRow(bytes, 0, bytes.length))
     val rows = ArrayBuffer.empty[UnsafeRow]
     val buf = ByteBuffer.wrap(bytes)
     while (buf.remaining() >= 4) {
       val len = buf.getInt()
-      rows += row(bytes, buf.position(), len, valueFields)
+      rows += valueRow(bytes, buf.position(), len)
       buf.position(buf.position() + len)
     }
     rows.toSeq
   }
+
+  /** One stored value row, as a row of the current value schema. */
+  private def valueRow(bytes: Array[Byte], offset: Int, length: Int): UnsafeRow =
+    evolution match {
+      case None => row(bytes, offset, length, valueFields)
+      case Some(e) =>
+        val id = ByteBuffer.wrap(bytes, offset, 2).getShort
+        if (id == e.currentId) row(bytes, offset + 2, length - 2, valueFields)
+        else {
+          val (fields, toCurrent) = e.reader(id)
+          toCurrent(row(bytes, offset + 2, length - 2, fields)).copy()
+        }
+    }
 
   private def row(bytes: Array[Byte], offset: Int, length: Int, fields: Int): UnsafeRow = {
     val r = new UnsafeRow(fields)

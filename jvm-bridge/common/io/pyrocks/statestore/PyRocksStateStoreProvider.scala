@@ -38,6 +38,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   private var storeId: StateStoreId = _
   private var location: StoreLocation = _
   private var storeConf: StateStoreConf = _
+  private var schemas: Option[StateSchemaProvider] = None // the value schemas' history
   private var hadoopConf: Configuration = _
   private var launch: LaunchOptions = _
   private val codecs = new ConcurrentHashMap[String, ColumnFamilyCodec]()
@@ -60,6 +61,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       stateSchemaProvider: Option[StateSchemaProvider]): Unit = {
     this.storeId = stateStoreId
     this.storeConf = storeConfs
+    this.schemas = stateSchemaProvider
     this.hadoopConf = hadoopConf
     this.launch = LaunchOptions.fromConfs(storeConfs.sqlConfs)
     this.location = new StoreLocation(stateStoreId, hadoopConf, Option(TaskContext.get()))
@@ -297,7 +299,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       valueSchema: StructType,
       spec: KeyStateEncoderSpec,
       multipleValues: Boolean): Unit =
-    codecs.putIfAbsent(name, new ColumnFamilyCodec(keySchema, valueSchema, spec, multipleValues))
+    codecs.computeIfAbsent(name, _ => new ColumnFamilyCodec(keySchema, valueSchema, spec,
+      multipleValues, ValueEvolution.of(name, schemas, storeConf.stateStoreEncodingFormat)))
 
   private[statestore] def codec(cf: String): ColumnFamilyCodec = {
     val c = codecs.get(cf)
