@@ -9,9 +9,11 @@ import json
 import os
 import shutil
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from harness import (
     PROVIDER_KEY,
@@ -31,17 +33,59 @@ SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStor
 BATCHES, RESTART_AFTER = 5, 3
 CHECKPOINT_FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ENCODING_KEY = "spark.sql.streaming.stateStore.encodingFormat"
+CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+BY_TWS_NAME = {spec.name: spec for spec in TWS_QUERIES}
+
+
+@dataclass(frozen=True)
+class Reference:
+    outputs: Outputs
+    work: Path  # the queries' checkpoints, for the state data source
 
 
 @pytest.fixture(scope="module")
-def spark_rocksdb_outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
-    return run_queries(TWS_QUERIES, tmp_path_factory.mktemp("spark-rocksdb"),
-                       with_processors({PROVIDER_KEY: SPARK_ROCKSDB}), batches=BATCHES,
-                       restart_after=RESTART_AFTER, query_conf=tws_query_conf)
+def spark_rocksdb(tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    work = tmp_path_factory.mktemp("spark-rocksdb")
+    conf = {PROVIDER_KEY: SPARK_ROCKSDB, CHANGELOG_KEY: "true"}  # its change feed needs them
+    return Reference(run_queries(TWS_QUERIES, work, with_processors(conf), batches=BATCHES,
+                                 restart_after=RESTART_AFTER, query_conf=tws_query_conf), work)
+
+
+def state_rows(spark: SparkSession, work: Path, name: str, variable: str,
+               **options: object) -> list[str]:
+    """What Spark's state data source reads of one state variable of query `name`."""
+    reader = spark.read.format("statestore").option("stateVarName", variable)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    frame = reader.load(str(checkpoint_of(work, BY_TWS_NAME[name])))
+    return sorted(repr(r) for r in frame.drop("partition_id").collect())
+
+
+def assert_state_reads_as_spark_rocksdb(spark_rocksdb: Reference, ours: Path,
+                                        conf: dict[str, str]) -> None:
+    """Each state kind of the event-time query, and the change feed of its value state
+    (the batches the restored query ran), as the state data source reads them."""
+    name = "tws_event_time_pandas"
+    checkpoint = checkpoint_of(ours, BY_TWS_NAME[name])
+    batch = last_commit(checkpoint)
+    assert batch == last_commit(checkpoint_of(spark_rocksdb.work, BY_TWS_NAME[name]))
+    restored = min(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    feed = {"readChangeFeed": True, "changeStartBatchId": restored + 1,
+            "changeEndBatchId": batch}
+    spark = make_spark(conf)
+    try:
+        for variable in ("count", "recent", "buckets"):
+            theirs = state_rows(spark, spark_rocksdb.work, name, variable, batchId=batch)
+            assert theirs, variable
+            assert state_rows(spark, ours, name, variable, batchId=batch) == theirs, variable
+        theirs = state_rows(spark, spark_rocksdb.work, name, "count", **feed)
+        assert theirs and state_rows(spark, ours, name, "count", **feed) == theirs
+    finally:
+        spark.stop()
 
 
 def test_every_state_kind_timer_and_api_matches_spark_rocksdb(
-        spark_rocksdb_outputs: Outputs, tmp_path: Path,
+        spark_rocksdb: Reference, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     """One run that meets what users meet: every state store worker SIGKILLed after batch 1
     and after the restart's first batch (the next batch's stores reopen on new workers,
@@ -75,7 +119,7 @@ def test_every_state_kind_timer_and_api_matches_spark_rocksdb(
     ours = run_queries(TWS_QUERIES, tmp_path, conf, master="local[2,4]", batches=BATCHES,
                        restart_after=RESTART_AFTER, after_batch=kill_workers,
                        between_phases=resume_from_savepoints, query_conf=tws_query_conf)
-    assert_same_outputs(spark_rocksdb_outputs, ours)
+    assert_same_outputs(spark_rocksdb.outputs, ours)
     for name, batches in ours.items():  # every query's rows and timers answered
         rows = [row for batch in batches.values() for row in batch]
         assert len(batches) >= BATCHES and "kind='rows'" in str(rows), name
@@ -87,6 +131,7 @@ def test_every_state_kind_timer_and_api_matches_spark_rocksdb(
         assert partitions and all(list(p.glob("query-*/manifests")) for p in partitions)
         last = (checkpoint / "commits" / str(last_commit(checkpoint))).read_text()
         assert json.loads(last.splitlines()[1])["stateUniqueIds"], spec.name
+    assert_state_reads_as_spark_rocksdb(spark_rocksdb, tmp_path, conf)
 
 
 

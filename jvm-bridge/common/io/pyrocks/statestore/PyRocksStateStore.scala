@@ -137,6 +137,18 @@ class PyRocksStateStore(
     provider.createColumnFamily(colFamilyName)
   }
 
+  /** A reader's way to name a column family's schemas (Spark 4.3's state data source reads
+   * transformWithState state through it): only how its rows decode, nothing is created. */
+  override def registerColFamily(
+      colFamilyName: String,
+      keySchema: StructType,
+      valueSchema: StructType,
+      keyStateEncoderSpec: KeyStateEncoderSpec,
+      useMultipleValuesPerKey: Boolean,
+      isInternal: Boolean): Unit =
+    provider.registerColumnFamily(colFamilyName, keySchema, valueSchema, keyStateEncoderSpec,
+      useMultipleValuesPerKey)
+
   override def removeColFamilyIfExists(colFamilyName: String): Boolean = {
     requireUpdating("remove a column family")
     provider.dropColumnFamily(colFamilyName)

@@ -2,6 +2,7 @@ package io.pyrocks.statestore
 
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.types.StructType
 
 /**
  * The members of Spark's `StateStore` the shim implements, declared here as abstract so the
@@ -10,7 +11,8 @@ import org.apache.spark.sql.execution.streaming.state._
  * then requires `override`). An abstract redeclaration never hides Spark's own default; the
  * shim's definitions override both. Where each is Spark's: putList, mergeList, release
  * (default in StateStore) since 4.1; iteratorWithMultiValues, prefixScanWithMultiValues,
- * allColumnFamilyNames, rangeScan and deleteRange (defaults) since 4.2.
+ * allColumnFamilyNames, rangeScan and deleteRange (defaults) since 4.2; registerColFamily
+ * (a reader's, default) since 4.3.
  */
 private[statestore] trait StateStoreApi extends StateStore {
   def iteratorWithMultiValues(colFamilyName: String): StateStoreIterator[UnsafeRowPair]
@@ -23,6 +25,9 @@ private[statestore] trait StateStoreApi extends StateStore {
   def mergeList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit
   def deleteRange(beginKey: UnsafeRow, endKey: UnsafeRow, colFamilyName: String): Unit
   def release(): Unit
+  def registerColFamily(colFamilyName: String, keySchema: StructType, valueSchema: StructType,
+      keyStateEncoderSpec: KeyStateEncoderSpec, useMultipleValuesPerKey: Boolean,
+      isInternal: Boolean): Unit
 }
 
 /**
