@@ -67,6 +67,9 @@ def test_the_matrix_knows_where_our_code_differs_from_the_main_release() -> None
     assert bridge.concerns_unlike_main("4.1.4") == ["range-scan", "transform-with-state"]
     assert bridge.concerns_unlike_main("4.2.1") == ["transform-with-state"]
     assert bridge.concerns_unlike_main(releases.MAIN) == []
+    assert bridge.concerns_to_test("4.0.5") == bridge.concerns_unlike_main("4.0.5")
+    assert bridge.concerns_to_test("4.1.4") == []  # its variants are 4.0's
+    assert bridge.concerns_to_test("4.2.1") == ["transform-with-state"]
     matrix = (REPO / ".ci" / "spark-matrix").read_text()
     assert all(f"*{concern}*)" in matrix for concern in bridge.concerns_unlike_main("4.0.5"))
 

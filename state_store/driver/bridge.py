@@ -73,6 +73,15 @@ def concerns_unlike_main(version: str = pyspark.__version__) -> list[str]:
             if ours != main]
 
 
+def concerns_to_test(version: str = pyspark.__version__) -> list[str]:
+    """The concerns whose Spark-level tests .ci/spark-matrix runs on `version`: those unlike
+    the main release's whose variant `version` is the first release to compile (a later
+    release compiling the same variant adds no code to test)."""
+    release = ".".join(map(str, _release(version)))
+    first = {v.parent.name for v in compat_variants(version) if v.name == f"since-{release}"}
+    return [c for c in concerns_unlike_main(version) if c in first]
+
+
 def shim_sources() -> list[Path]:
     return [*sources(shim_dir() / "common"), *compat_sources()]
 
