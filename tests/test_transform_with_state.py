@@ -12,6 +12,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
@@ -26,6 +27,7 @@ from harness import (
 )
 from pyrocks_support import pyrocks_conf, worker_pids
 from state_store.cli import main as state_store
+from state_store.driver import releases
 from streaming_queries import read, write_batch
 from tws_queries import TWS_QUERIES, Evolving, tws_query_conf, with_processors
 
@@ -131,7 +133,10 @@ def test_every_state_kind_timer_and_api_matches_spark_rocksdb(
         assert partitions and all(list(p.glob("query-*/manifests")) for p in partitions)
         last = (checkpoint / "commits" / str(last_commit(checkpoint))).read_text()
         assert json.loads(last.splitlines()[1])["stateUniqueIds"], spec.name
-    assert_state_reads_as_spark_rocksdb(spark_rocksdb, tmp_path, conf)
+    if releases.release_of(pyspark.__version__) >= (4, 2):
+        # Before 4.2 Spark's state data source reads only format-1 commit logs (it fails
+        # with INVALID_LOG_VERSION on any provider's checkpoint of format 2)
+        assert_state_reads_as_spark_rocksdb(spark_rocksdb, tmp_path, conf)
 
 
 

@@ -72,6 +72,15 @@ class SparkCheckpoint:
                               f"batches retained: {committed[0]}..{committed[-1]})")
         return batch
 
+    def commit_format(self, batch: int) -> int:
+        """The format version of commit `batch` (2: it names state store checkpoint ids,
+        spark.sql.streaming.stateStore.checkpointFormatVersion=2)."""
+        where = f"{self.storage.url}/{COMMITS}/{batch}"
+        head = self.storage.read(f"{COMMITS}/{batch}", where).split(b"\n", 1)[0].strip()
+        if not (head.startswith(b"v") and head[1:].isdigit() and len(head) < 6):
+            raise SourceError(f"{where} is not a Spark commit log entry (first line {head!r})")
+        return int(head[1:])
+
     def batch_conf(self, batch: int) -> dict[str, str]:
         """The SQL conf Spark recorded in offsets `batch` (and reuses on every restart)."""
         where = f"{self.storage.url}/{OFFSETS}/{batch}"

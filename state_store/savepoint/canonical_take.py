@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pyspark
 from pyspark.sql import DataFrame, SparkSession
 
+from ..driver import releases
 from ..driver.classes import PROVIDER_KEY, SPARK_HDFS
 from ..format.spark_checkpoint import METADATA, SourceError, SparkCheckpoint
 from ..format.storage import Storage, absolute_url, checksum, format_checksum, open_storage
@@ -50,6 +52,7 @@ def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
     # The last committed batch, as a native savepoint takes: a query stopped while a trigger
     # ran has offsets of a batch it never committed, which its restart (not this) redoes.
     batch = logs.committed_batch(batch)
+    _refuse_unreadable_commit_log(logs, batch)
     operators = _operators(spark, url, batch)
     for op in operators:  # refused before the target exists
         check_routable(op["operatorName"], op["stateStoreName"])
@@ -71,6 +74,18 @@ def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
         provider=logs.batch_conf(batch).get(PROVIDER_KEY, SPARK_HDFS), files=files,
         format=CANONICAL, canonical_stores=stores)
     return publish_descriptor(out, descriptor)
+
+
+def _refuse_unreadable_commit_log(logs: SparkCheckpoint, batch: int) -> None:
+    """Spark's state data sources read commit logs of format 2 (checkpoint ids) from Spark
+    4.2 on; before, they fail on such a checkpoint whichever provider wrote it."""
+    release = releases.release_of(pyspark.__version__)
+    if logs.commit_format(batch) >= 2 and release is not None and release < (4, 2):
+        raise SourceError(
+            f"batch {batch} of {logs.storage.url} was committed with state store checkpoint "
+            f"ids (checkpointFormatVersion 2), which Spark {pyspark.__version__}'s state data "
+            "source cannot read: a canonical savepoint of it needs Spark 4.2 or later; take "
+            "a native savepoint (--format native) instead")
 
 
 def _operators(spark: SparkSession, url: str, batch: int) -> list[dict]:
