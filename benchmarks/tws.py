@@ -1,7 +1,7 @@
 """transformWithState: batch time on our provider beside Spark's RocksDB provider, the only
 one Spark itself accepts for it (its HDFS provider cannot serve it).
 
-    python -m benchmarks.tws            # 200k keys, 20k rows a batch, 12 batches, 3 rounds
+    python -m benchmarks.tws            # 50k keys, 10k updates a batch, 10 batches, 3 rounds
     python -m benchmarks.tws --quick    # 20k keys, 5 batches, 1 round
 
 The query is what a PySpark user writes: `transformWithStateInPandas` keeping, per key, a
@@ -90,10 +90,10 @@ def median(values: Sequence[float | None]) -> float | None:
 def parse_args(argv: Sequence[str] | None) -> tuple[Config, int]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tws", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keys", type=int, default=200_000)
-    parser.add_argument("--rows", type=int, default=20_000, help="updates per batch")
-    parser.add_argument("--batches", type=int, default=12)
-    parser.add_argument("--warmup", type=int, default=5,
+    parser.add_argument("--keys", type=int, default=50_000)
+    parser.add_argument("--rows", type=int, default=10_000, help="updates per batch")
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=4,
                         help="batches discarded per run (the inserts and one more)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true")

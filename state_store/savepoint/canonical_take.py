@@ -52,13 +52,13 @@ def canonical_savepoint(spark: SparkSession, checkpoint: str, target: str,
     # The last committed batch, as a native savepoint takes: a query stopped while a trigger
     # ran has offsets of a batch it never committed, which its restart (not this) redoes.
     batch = logs.committed_batch(batch)
+    spark_files = [METADATA, *logs.batch_logs(batch), *logs.spark_state_metadata()]
     _refuse_unreadable_commit_log(logs, batch)
     operators = _operators(spark, url, batch)
     for op in operators:  # refused before the target exists
         check_routable(op["operatorName"], op["stateStoreName"])
     out = open_savepoint_target(target, target_options if target_options is not None
                                 else storage_options)
-    spark_files = [METADATA, *logs.batch_logs(batch), *logs.spark_state_metadata()]
     files = copy_spark_files(lambda rel: storage.read(rel, f"Spark file {rel} of {url}"),
                              spark_files, out)
     stores = []
