@@ -134,7 +134,9 @@ def test_a_losing_attempt_withdraws_its_forced_snapshot(tmp_path: Path) -> None:
     before = set((tmp_path / "base" / query_dir("q") / "files").iterdir())
     assert a.commit(2)["published"]
     after_a = set((tmp_path / "base" / query_dir("q") / "files").iterdir())
-    assert b.commit(2) == {"published": False}
+    lost = b.commit(2)  # and answers the winner's commit id, which Spark then records
+    assert lost["published"] is False
+    assert lost["checkpoint_id"] == a.checkpoint.read_manifest(2).commit_id
     assert b.metrics.forced_snapshots == 1
     assert a.checkpoint.snapshot_versions() == []
     assert set((tmp_path / "base" / query_dir("q") / "files").iterdir()) == after_a != before

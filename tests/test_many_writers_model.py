@@ -270,7 +270,7 @@ class ManyWriters(RuleBasedStateMachine):
             return
         assert refused is None, f"expected a refusal ({refused}), got {answer}"
         if existed:  # another attempt of this run published the version: this one loses
-            assert crashed or answer == {"published": False}, answer
+            assert crashed or answer["published"] is False, answer
         elif epoch in self.epochs_of(version):  # ours, published (maybe just before a crash)
             state = {**provider.base, **provider.pending}
             self.published[(version, epoch)] = {k: v for k, v in state.items() if v is not None}
