@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.group import GroupedData
@@ -32,6 +33,7 @@ EVENT_OUTPUT = "k int, kind string, count long, recent long, buckets long, total
 PROCESSING_OUTPUT = "k int, kind string, count long, fresh long, buckets long"
 HOUR_MS = 3_600_000
 PROCESSORS = Path(__file__).resolve().parent / "jvm-tws"
+SCALA_QUERIES = "com.example.tws.ScalaTws"
 NO_DATA_BATCHES_KEY = "spark.sql.streaming.noDataMicroBatches.enabled"
 DECOY = 1  # the millisecond of a decoy timer
 ROWS_API = hasattr(GroupedData, "transformWithState")  # PySpark 4.1 on
@@ -164,7 +166,18 @@ def _processing_time_rows(spark: SparkSession, source: Path) -> DataFrame:
 def _scala(builder: str) -> Callable[[SparkSession, Path], DataFrame]:
     def build(spark: SparkSession, source: Path) -> DataFrame:
         events = read(spark, source).withWatermark("t", WATERMARK)
-        queries = spark._jvm.com.example.tws.ScalaTws  # type: ignore[union-attr]
+        jvm = spark._jvm
+        assert jvm is not None
+        # A driver JVM started earlier in this process took spark.jars as they were then:
+        # the processors' jar joins its class loader here (as driver/jvm.py does the shim's);
+        # tasks get it through spark.jars.
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        try:
+            jvm.java.lang.Class.forName(SCALA_QUERIES, False, loader)
+        except Py4JJavaError:
+            jar = bridge.jar_path(PROCESSORS, name="tws-processors")
+            loader.addURL(jvm.java.io.File(str(jar)).toURI().toURL())
+        queries = jvm.com.example.tws.ScalaTws
         return DataFrame(getattr(queries, builder)(events._jdf), spark)
     return build
 
