@@ -9,13 +9,18 @@ provider, Spark's HDFS provider) and repeat, on a fresh checkpoint:
   run       a `groupBy(key)` count/sum over Parquet input, one file per batch: 4 batches
             insert every key, 2 update 20k random keys each; processing-time trigger,
             `processAllAvailable()`.
-  stop      `query.stop()` on the idle query. Ours finishes every store before it returns
-            (final snapshot of the last committed version, working copies removed);
-            Spark's providers leave that to their next maintenance round.
+  stop      `query.stop()` on the idle query, IDLE_SECONDS after its last batch (a query
+            waiting for data). Ours finishes every store before it returns (final
+            snapshot of the last committed version, working copies removed), and a store
+            idle for snapshotWhenIdleSeconds (1 s) took that snapshot already; Spark's
+            providers leave theirs to their next maintenance round.
   restart   one more file (20k updates), then the query again on the same checkpoint with
             `Trigger.AvailableNow`: `start()` to `awaitTermination()` returning, and its
             batch's time (which includes loading the state). Ours also reports how many
             changelogs that load replayed (0 after a finished stop).
+  stop after its batch   one more file, the processing-time query again, and `stop()` the
+            moment `processAllAvailable()` returns: ours has its final snapshot to take
+            then (one memtable flush per store, the stores in parallel).
 Then, for ours only: the same run through `run_once` with a result store (AvailableNow
 over all files) against the same run started directly: what waiting for the run's record
 adds, and when its cleanup is done (the recorder is a process of its own).
@@ -46,6 +51,7 @@ from state_store.spark import configure
 
 NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs")
 UPDATES_PER_BATCH = 20_000
+IDLE_SECONDS = 2.0
 
 
 @dataclass
@@ -55,11 +61,13 @@ class Measure:
     restart_ms: list[float] = field(default_factory=list)
     restart_batch_ms: list[float] = field(default_factory=list)
     replayed_versions: list[int] = field(default_factory=list)
+    stop_after_batch_ms: list[float] = field(default_factory=list)
 
     def medians(self) -> dict[str, float | None]:
         return {name: (statistics.median(values) if values else None)
                 for name, values in (("stop_ms", self.stop_ms), ("restart_ms", self.restart_ms),
-                                     ("restart_batch_ms", self.restart_batch_ms))}
+                                     ("restart_batch_ms", self.restart_batch_ms),
+                                     ("stop_after_batch_ms", self.stop_after_batch_ms))}
 
 
 def start_query(spark: Any, input_dir: Path, checkpoint: Path, available_now: bool) -> Any:
@@ -85,6 +93,7 @@ def measure_end(spark: Any, provider: Provider, tables: Sequence[Any], work: Pat
     checkpoint = work / "ckpt"
     query = start_query(spark, input_dir, checkpoint, available_now=False)
     query.processAllAvailable()
+    time.sleep(IDLE_SECONDS)
     began = time.perf_counter()
     query.stop()
     into.stop_ms.append((time.perf_counter() - began) * 1000)
@@ -99,6 +108,13 @@ def measure_end(spark: Any, provider: Provider, tables: Sequence[Any], work: Pat
     custom = batch["stateOperators"][0].get("customMetrics", {})
     if "pyrocks.replayed_versions" in custom:
         into.replayed_versions.append(int(custom["pyrocks.replayed_versions"]))
+
+    write_batches(input_dir, [*tables, tables[-1]])  # one more file: the same updates again
+    query = start_query(spark, input_dir, checkpoint, available_now=False)
+    query.processAllAvailable()
+    began = time.perf_counter()
+    query.stop()
+    into.stop_after_batch_ms.append((time.perf_counter() - began) * 1000)
 
 
 def measure_recording(spark: Any, tables: Sequence[Any], work: Path, repeats: int,
@@ -171,13 +187,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def render(payload: dict[str, Any]) -> str:
     lines = [f"query end, {payload['keys']:,} keys, {payload['repeats']} repeat(s) (medians)",
              f"{'provider':<16}{'stop ms':>10}{'restart ms':>12}{'its batch ms':>14}"
-             f"{'replayed':>10}"]
+             f"{'replayed':>10}{'stop after batch ms':>21}"]
     for name, m in payload["measures"].items():
         med = m["median"]
         replayed = m["replayed_versions"]
         lines.append(f"{name:<16}{med['stop_ms']:>10.0f}{med['restart_ms']:>12.0f}"
                      f"{med['restart_batch_ms']:>14.0f}"
-                     f"{(str(max(replayed)) if replayed else '-'):>10}")
+                     f"{(str(max(replayed)) if replayed else '-'):>10}"
+                     f"{med['stop_after_batch_ms']:>21.0f}")
     rec = payload["recording"]
     lines.append(f"ours, AvailableNow over all input: direct {rec['direct_ms']:.0f} ms, "
                  f"run_once {rec['run_once_ms']:.0f} ms, "

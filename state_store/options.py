@@ -198,6 +198,11 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("snapshotInterval", "snapshot_interval", _positive_int, "10", "an integer >= 1",
                "A snapshot upload starts in the background once this many changelogs "
                "follow the newest snapshot."),
+    OptionSpec("snapshotWhenIdleSeconds", "snapshot_when_idle_seconds", _at_least(0.0), "1",
+               "seconds >= 0 (or a duration: 500ms)",
+               "A store that stays this long without a request after a commit snapshots that "
+               "version in the background: the final snapshot, taken before stop() asks for "
+               "it (0: never; finishing the store takes it)."),
     OptionSpec("maxReplayVersions", "max_replay_versions", _positive_int, "50",
                "an integer >= 1", "Bound on changelogs replayed at load: a commit that would "
                "exceed it waits for (or takes) a snapshot."),
@@ -246,6 +251,7 @@ class StoreOptions:
     root_url: str | None = None
     root_options: dict[str, Any] = field(default_factory=dict)
     snapshot_interval: int = 10
+    snapshot_when_idle_seconds: float = 1.0
     max_replay_versions: int = 50
     max_replay_bytes: int = 256 << 20
     orphan_margin_seconds: float = 3600.0

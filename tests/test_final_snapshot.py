@@ -58,7 +58,8 @@ def _sums(spark: SparkSession, source: Path, checkpoint: Path) -> DataStreamWrit
 def _assert_finished(spark: SparkSession, checkpoint: Path, scratch: Path) -> None:
     """Every store's last version has a snapshot and loads with no replay, and no working
     copy is left in the workers' directories under `pool`: checked at once, with no waiting
-    (the stores take no snapshot of their own: snapshotInterval is 1000)."""
+    (the stores take no snapshot of their own: snapshotInterval is 1000, and none when
+    idle)."""
     assert not working_copies(Path(spark.conf.get(PREFIX + "localDir")))
     roots = store_roots(checkpoint)
     assert roots
@@ -105,6 +106,25 @@ def test_stop_returns_once_every_store_is_finished(spark: SparkSession, tmp_path
     _stop_after(spark, 3, tmp_path)
 
 
+def test_an_idle_query_snapshots_its_last_version_before_it_is_stopped(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """snapshotWhenIdleSeconds: the workers snapshot a store idle since its commit on their
+    own, so the stop's finish has nothing left to write (waited for, with a hang guard)."""
+    key = PREFIX + "snapshotWhenIdleSeconds"
+    source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
+    _write_batches(source, 3)
+    spark.conf.set(key, "200ms")
+    try:
+        query = _sums(spark, source, checkpoint).start()
+        query.processAllAvailable()
+        assert wait_until(lambda: all(_snapshotted(r) for r in store_roots(checkpoint))), \
+            "an idle query's stores were never snapshotted"
+        query.stop()
+    finally:
+        spark.conf.set(key, "0")
+    _assert_finished(spark, checkpoint, tmp_path)
+
+
 def test_stop_finishes_the_stores_on_executors(tmp_path: Path) -> None:
     """local-cluster: the stores live in an executor JVM, reached by a job at the run's end."""
     spark = _session("local-cluster[1,1,1024]", tmp_path / "pool", maintenance="1h")
@@ -146,7 +166,8 @@ def test_stopping_the_session_finishes_every_store(tmp_path: Path) -> None:
 
 
 def _session(master: str, pool: Path, maintenance: str = MAINTENANCE_INTERVAL) -> SparkSession:
-    """A session of its own whose stores take no snapshot unless finished."""
+    """A session of its own whose stores take no snapshot unless finished (neither every
+    few versions nor when idle)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
@@ -155,7 +176,7 @@ def _session(master: str, pool: Path, maintenance: str = MAINTENANCE_INTERVAL) -
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.sql.shuffle.partitions", "2")
                .config(MAINTENANCE_INTERVAL_KEY, maintenance))
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000).items():
+    for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -176,7 +197,8 @@ def test_a_run_whose_stores_cannot_finish_still_ends_normally(tmp_path: Path) ->
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.rpc.askTimeout", "6s")
                .config(MAINTENANCE_INTERVAL_KEY, "1h"))
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000, requestTimeoutSeconds=3600,
+    for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0,
+                                   requestTimeoutSeconds=3600,
                                    resultStore=str(results)).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

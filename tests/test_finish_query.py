@@ -45,7 +45,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
                .config("spark.ui.showConsoleProgress", "false")
                .config(MAINTENANCE_INTERVAL_KEY, "1h"))
     pool = tmp_path_factory.mktemp("pool")
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000, finishWhenQueryEnds=False).items():
+    for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0,
+                                   finishWhenQueryEnds=False).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     _restart_maintenance(session)
@@ -71,7 +72,8 @@ def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
                .config("spark.ui.showConsoleProgress", "false")
                .config(MAINTENANCE_INTERVAL_KEY, "1h"))
     pool = tmp_path_factory.mktemp("cluster-pool")
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000, finishWhenQueryEnds=False).items():
+    for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0,
+                                   finishWhenQueryEnds=False).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session

@@ -236,7 +236,8 @@ def assert_every_store_finished(checkpoint: Path) -> None:
 
 def test_stop_with_savepoint_drains_stops_and_resumes_exactly(
         hdfs_reference: Outputs, tmp_path: Path) -> None:
-    conf = pyrocks_conf(tmp_path / "pool")
+    # No snapshot when idle: only the stop's finish can leave the last versions snapshotted.
+    conf = pyrocks_conf(tmp_path / "pool", snapshotWhenIdleSeconds=0)
     work, new = tmp_path / "orig", tmp_path / "restored"
     outputs: dict[int, list[str]] = {}
     spark = make_spark(conf)
@@ -272,7 +273,7 @@ def test_stop_from_another_process_stops_at_a_batch_boundary_and_savepoints(
     """`state-store stop`, run as a separate process as a person would: the query running
     in this application sees the request at its next event, drains (--drain), stops, and
     the command writes the savepoint of the last batch it committed; no request is left."""
-    conf = {**pyrocks_conf(tmp_path / "pool"),
+    conf = {**pyrocks_conf(tmp_path / "pool", snapshotWhenIdleSeconds=0),  # finish alone
             "spark.sql.streaming.noDataProgressEventInterval": "100ms"}
     work, outputs = tmp_path / "orig", {}
     spark = make_spark(conf)

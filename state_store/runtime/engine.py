@@ -373,6 +373,25 @@ class VersionedStore:
         if self.lineage.base_version != self.loaded_version:
             self.snapshot_now()
 
+    def snapshot_when_idle(self) -> bool:
+        """The final snapshot, ahead of the run's end: a store idle since its last commit
+        starts that version's snapshot in the background (idle_snapshots.py calls this), so a
+        `finish` at stop() finds nothing left to write. False while an upload is in flight:
+        the caller asks again later."""
+        if self.state is not State.CLEAN or self.lineage.base_version == self.loaded_version:
+            return True
+        if self.snapshots.in_flight():
+            return False
+        lineage = self.lineage.lineage
+        if self.loaded_version and lineage is not None:
+            try:
+                self.snapshots.start(self.copy.rocksdb(), self.loaded_version,
+                                     self.copy.num_keys, lineage)
+            except Exception as e:  # finish tries again; the failure is reported there
+                self._snapshot_failed(f"snapshot of version {self.loaded_version} when idle: "
+                                      f"{type(e).__name__}: {e}")
+        return True
+
     def snapshot_now(self, full: bool = False) -> None:
         """Snapshots the loaded committed version on this thread; `full` references no
         earlier file (every file becomes this snapshot's own, through duplicate())."""

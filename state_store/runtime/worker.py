@@ -15,6 +15,7 @@ import shutil
 import socket
 import sys
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from ..format.storage import ConditionProbes, Storage, open_storage
 from ..format.storage.hadoop import options_for
 from ..format.store_root import StoreRoot, query_dir
 from .engine import VersionedStore
+from .idle_snapshots import IdleSnapshots
 from .memory import RocksMemory
 from .protocol import (
     CHANGE_HEAD,
@@ -52,13 +54,16 @@ class Session:
     """The state of one connection: its store, its open iterators, a deferred write error."""
 
     def __init__(self, conn: socket.socket, data_dir: Path, uploads: Executor,
-                 memory: RocksMemory | None, probes: ConditionProbes) -> None:
+                 memory: RocksMemory | None, probes: ConditionProbes,
+                 idle: IdleSnapshots | None = None) -> None:
         self.conn = conn
         self.data_dir = data_dir
         self.uploads = uploads
         self.memory = memory
         self.probes = probes  # the worker's, shared by its sessions
         self.lock = threading.Lock()  # one request at a time, and none during final snapshots
+        self.last_request = time.monotonic()  # the idle-snapshot scheduler's sign of activity
+        self.idle = idle
         self.store: VersionedStore | None = None
         self.iterators: dict[int, Iterator[tuple[bytes, bytes]]] = {}
         self.deferred_error: str | None = None
@@ -83,6 +88,7 @@ class Session:
                 if len(body) != length - 1:
                     return
                 with self.lock:
+                    self.last_request = time.monotonic()
                     self.handle(kind, body)
         finally:
             with self.lock:
@@ -154,7 +160,10 @@ class Session:
             return _json({"num_keys": max(store.num_keys, 0), "unchanged": False})
         elif request is Request.COMMIT:
             self.iterators.clear()
-            return _json(store.commit(I64.unpack(body)[0]))
+            answer = store.commit(I64.unpack(body)[0])
+            if self.idle is not None and answer["published"]:
+                self.idle.committed(self, store.opts.snapshot_when_idle_seconds)
+            return _json(answer)
         elif request is Request.ABORT:
             self.iterators.clear()
             store.abort()
@@ -172,6 +181,9 @@ class Session:
         elif request is Request.LIST_CF:
             return _json(store.column_families())
         return None
+
+    def snapshot_when_idle(self) -> bool:
+        return self.store is None or self.store.snapshot_when_idle()
 
     def require_store(self) -> VersionedStore:
         if self.store is None:
@@ -376,6 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
     memory = RocksMemory.bounded(args.memory_bound_mb)
     probes = ConditionProbes()  # one probe per endpoint for the worker's whole life
+    idle = IdleSnapshots()
     threading.Thread(target=_watch_parent, args=(sessions, cleanup), daemon=True).start()
     # The shim waits for this line before connecting; nothing else goes to stdout.
     print(f"READY {os.getpid()}", flush=True)
@@ -387,7 +400,7 @@ def main(argv: list[str] | None = None) -> None:
     while True:
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
-        session = Session(conn, args.data_dir, uploads, memory, probes)
+        session = Session(conn, args.data_dir, uploads, memory, probes, idle)
         sessions.add(session)
         threading.Thread(target=session.serve, args=(sessions.discard,), daemon=True).start()
 

@@ -1,7 +1,7 @@
 package io.pyrocks.statestore
 
 import java.net.URI
-import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.{ConcurrentHashMap, Executors}
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -52,22 +52,35 @@ private[statestore] object LiveProviders {
       true
     }
 
-  /** Runs `action` on every live provider `which` selects: those it returns true for are
-   * counted; one that throws is reported with its store and JVM, and the others still run. */
+  /** Runs `action` on every live provider `which` selects, all at once (each waits on its
+   * own worker: a final snapshot is a flush per store, and a run's end waits for the
+   * slowest, not for their sum): those it returns true for are counted; one that throws is
+   * reported with its store and JVM, and the others still run. */
   private def eachLive(which: PyRocksStateStoreProvider => Boolean)(
       action: PyRocksStateStoreProvider => Boolean): Outcome = {
-    val done = Seq.newBuilder[String]
-    val failures = Seq.newBuilder[String]
-    for (provider <- live.asScala.toSeq if which(provider)) {
-      try {
-        if (action(provider)) done += provider.instanceId
-      } catch {
-        case NonFatal(e) => failures += s"${provider.describe} " +
-          s"(${PyRocksStateStoreProvider.writerName}): ${Option(e.getMessage).getOrElse(e)}"
-      }
-    }
-    Outcome(done.result(), failures.result())
+    val selected = live.asScala.toSeq.filter(which)
+    if (selected.isEmpty) return Outcome(Seq.empty, Seq.empty)
+    val threads = Executors.newFixedThreadPool(math.min(selected.size, MaxParallel),
+      (task: Runnable) => {
+        val thread = new Thread(task, "pyrocks-finish")
+        thread.setDaemon(true)
+        thread
+      })
+    try {
+      val results = selected.map { provider =>
+        threads.submit(() => try {
+          Right(if (action(provider)) Some(provider.instanceId) else None)
+        } catch {
+          case NonFatal(e) => Left(s"${provider.describe} " +
+            s"(${PyRocksStateStoreProvider.writerName}): ${Option(e.getMessage).getOrElse(e)}")
+        })
+      }.map(_.get())
+      Outcome(results.flatMap(_.toOption.flatten), results.flatMap(_.left.toOption))
+    } finally threads.shutdown()
   }
+
+  /** Stores finished at once by one JVM: more would only queue on the workers. */
+  private val MaxParallel = 16
 
   /** `endRunHere` in the driver and on every executor; how many providers ended, or one
    * exception naming every store whose finish failed. */
