@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from benchmarks.emulators import Azurite, FakeGcs, LoopbackServer
-from harness import HDFS, PROVIDER_KEY, Outputs, SavedRun, saved_run
+from harness import HDFS, PROVIDER_KEY, Outputs, SavedRun, saved_run, saved_run_once
 from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
@@ -68,8 +68,12 @@ def object_store(request: pytest.FixtureRequest) -> LoopbackServer:
 def hdfs_run(tmp_path_factory: pytest.TempPathFactory) -> SavedRun:
     """Every catalogue query, 8 batches on Spark's HDFS provider, restarted after batch 3:
     computed once per session, the reference that correctness, savepoint and migration
-    tests compare with, and the source run a migration from HDFS resumes."""
-    return saved_run(QUERIES, tmp_path_factory.mktemp("hdfs"), {PROVIDER_KEY: HDFS})
+    tests compare with, and the source run a migration from HDFS resumes. Under
+    pytest-xdist, once for all workers (in the session's shared temporary directory)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return saved_run_once(shared / "hdfs-reference",
+                          lambda work: saved_run(QUERIES, work, {PROVIDER_KEY: HDFS}))
 
 
 @pytest.fixture(scope="session")

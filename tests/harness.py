@@ -8,7 +8,9 @@ query and the SparkSession stop; a NEW session resumes every query from its chec
 
 from __future__ import annotations
 
+import fcntl
 import itertools
+import json
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -126,6 +128,27 @@ class SavedRun:
         """The outputs of the batches that ran before the cut."""
         return {n: {b: rows for b, rows in self.outputs[n].items() if b <= self.before_cut(n)}
                 for n in names}
+
+
+def saved_run_once(where: Path, compute: Callable[[Path], SavedRun]) -> SavedRun:
+    """`compute(where / "work")` once for every process that asks with the same `where`
+    (pytest-xdist's workers of one session): the first computes it under a lock, the others
+    wait and read what it saved. Only for runs that tests read: they copy what they resume."""
+    where.mkdir(parents=True, exist_ok=True)
+    done = where / "saved-run.json"
+    with (where / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            record = json.loads(done.read_text())
+            outputs = {name: {int(b): rows for b, rows in batches.items()}
+                       for name, batches in record["outputs"].items()}
+            return SavedRun(outputs, Path(record["ran_in"]), Path(record["saved"]),
+                            record["cut"])
+        (where / "work").mkdir(exist_ok=True)
+        run = compute(where / "work")
+        done.write_text(json.dumps({"outputs": run.outputs, "ran_in": str(run.ran_in),
+                                    "saved": str(run.saved), "cut": run.cut}))
+        return run
 
 
 def saved_run(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str], cut: int = 4,

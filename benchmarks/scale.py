@@ -1,0 +1,411 @@
+"""Batch time against state size, per provider, beside the floor: the same query with no
+state at all.
+
+    python -m benchmarks.scale                                  # 100k, 1M, 5M, 20M keys
+    python -m benchmarks.scale --sizes 100k,1m --workloads aggregation
+    python -m benchmarks.scale --quick                          # 20k and 100k keys, 2 rounds
+
+For each workload and state size: fill batches (up to --fill-rows rows each) bring the state
+to that many keys, then --warmup + --rounds measured batches of --rows rows each touch it:
+  aggregation  groupBy(key) count/sum; measured rows update random existing keys
+  dedup        dropDuplicates(id); measured rows are new ids (the state grows by --rows)
+  join         stream-stream inner join, watermarks an hour wide: the fill rows (one side)
+               stay buffered; measured rows are new matching pairs
+  sessions     session windows per user (10 min gap, watermark an hour): the fill opens a
+               session per user; measured rows extend random existing ones
+Providers: ours, Spark's RocksDB provider (its defaults), Spark's HDFS provider (state in
+the executor's heap, the in-memory floor of state stores), and `stateless`: the measured
+files alone through the same shuffle (repartition by the key) to the same noop sink, with no
+state operator: what a batch costs before any state store. Each (workload, size, provider)
+runs in a fresh interpreter and JVM (local[2], 8 shuffle partitions, 8g driver), which
+reports its peak RSS (JVM, and our workers); a run that fails (e.g. out of heap) is a result.
+
+Results: a table on stdout, `benchmarks/results/scale.json`, and the chart
+`benchmarks/results/scale.png` (median batch time against state size, one panel per
+workload, one line per provider).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from benchmarks import report
+from benchmarks.macro import PROVIDERS, batch_metrics, file_stream, select_provider, write_batches
+from benchmarks.memory import RssSampler
+
+WORKLOADS = ("aggregation", "dedup", "join", "sessions")
+PROVIDER_NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs", "stateless")
+KEY_COLUMN = {"aggregation": "key", "dedup": "id", "join": "key", "sessions": "user"}
+SCHEMA = {"aggregation": "key LONG, value LONG", "dedup": "id LONG, payload LONG",
+          "join": "key LONG, side LONG, ts LONG", "sessions": "user LONG, ts LONG"}
+RESULTS_JSON = report.RESULTS_DIR / "scale.json"
+RESULTS_PNG = report.RESULTS_DIR / "scale.png"
+MEMORY_BOUND_MB = 512  # ours: memoryBoundMB's default, shared by the executor's stores
+
+
+@dataclass(frozen=True)
+class Config:
+    sizes: tuple[int, ...]
+    workloads: tuple[str, ...]
+    providers: tuple[str, ...]
+    rows: int
+    fill_rows: int
+    warmup: int
+    rounds: int
+    timeout_s: float
+
+
+@dataclass
+class Run:
+    workload: str
+    keys: int
+    provider: str
+    batch_ms: list[int] = field(default_factory=list)  # the measured batches, in order
+    median_batch_ms: float | None = None
+    fill_s: float | None = None
+    peak_jvm_mb: float | None = None
+    peak_workers_mb: float | None = None
+    error: str | None = None
+
+
+# ---------------------------------------------------------------------------------- input
+
+
+def fill_tables(workload: str, keys: int, chunk: int) -> list[pa.Table]:
+    """Batches that bring the state to `keys` keys."""
+    tables = []
+    for start in range(0, keys, chunk):
+        ids = np.arange(start, min(start + chunk, keys), dtype=np.int64)
+        tables.append(_rows(workload, ids, fill=True, rng=np.random.default_rng(start)))
+    return tables
+
+
+def measured_tables(workload: str, keys: int, rows: int, count: int) -> list[pa.Table]:
+    tables = []
+    for batch in range(count):
+        rng = np.random.default_rng([keys, batch])
+        if workload in ("aggregation", "sessions"):  # existing keys
+            ids = rng.integers(0, keys, size=rows, dtype=np.int64)
+        else:  # new ids past the filled ones
+            ids = np.arange(keys + batch * rows, keys + (batch + 1) * rows, dtype=np.int64)
+        tables.append(_rows(workload, ids, fill=False, rng=rng))
+    return tables
+
+
+def _rows(workload: str, ids: np.ndarray, fill: bool, rng: np.random.Generator) -> pa.Table:
+    n = len(ids)
+    if workload == "aggregation":
+        return pa.table({"key": ids, "value": np.ones(n, dtype=np.int64)})
+    if workload == "dedup":
+        return pa.table({"id": ids, "payload": rng.integers(0, 1 << 30, size=n)})
+    if workload == "join":  # fill: left rows only; measured: a left and a right row per key
+        if fill:
+            return pa.table({"key": ids, "side": np.zeros(n, dtype=np.int64),
+                             "ts": rng.integers(0, 60, size=n)})
+        pairs = np.repeat(ids[: n // 2], 2)
+        return pa.table({"key": pairs, "side": np.tile(np.array([0, 1]), n // 2),
+                         "ts": rng.integers(60, 120, size=len(pairs))})
+    return pa.table({"user": ids, "ts": rng.integers(0 if fill else 60, 60 if fill else 120,
+                                                      size=n)})
+
+
+def write_input(base: Path, cfg: Config, workload: str, keys: int) -> None:
+    write_batches(base / "fill", fill_tables(workload, keys, cfg.fill_rows))
+    later = time.time() + 5  # the measured files come after every fill file
+    measured = measured_tables(workload, keys, cfg.rows, cfg.warmup + cfg.rounds)
+    write_batches(base / "measured", measured)
+    for index, path in enumerate(sorted((base / "measured").iterdir())):
+        os.utime(path, (later + index, later + index))
+
+
+# -------------------------------------------------------------------------------- queries
+
+
+def start(spark: Any, workload: str, provider: str, base: Path, checkpoint: Path) -> Any:
+    from pyspark.sql import functions as F
+
+    if provider == "stateless":
+        frame = (file_stream(spark, base / "measured", SCHEMA[workload])
+                 .repartition(8, KEY_COLUMN[workload]))
+        mode = "append"
+    else:
+        frame = file_stream(spark, base / "*" / "*.parquet", SCHEMA[workload])
+        frame, mode = _stateful(frame, workload, F)
+    return (frame.writeStream.outputMode(mode).format("noop")
+            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+
+
+def _stateful(frame: Any, workload: str, F: Any) -> tuple[Any, str]:
+    if workload == "aggregation":
+        return (frame.groupBy("key").agg(F.count("*").alias("n"), F.sum("value").alias("t")),
+                "update")
+    if workload == "dedup":
+        return frame.dropDuplicates(["id"]), "append"
+    timed = frame.withColumn("t", F.timestamp_seconds("ts"))
+    if workload == "join":
+        left = timed.where("side = 0").select(F.col("key").alias("lk"), F.col("t").alias("lt"))
+        right = timed.where("side = 1").select(F.col("key").alias("rk"), F.col("t").alias("rt"))
+        joined = left.withWatermark("lt", "1 hour").join(
+            right.withWatermark("rt", "1 hour"),
+            F.expr("lk = rk AND rt BETWEEN lt - INTERVAL 1 HOUR AND lt + INTERVAL 1 HOUR"))
+        return joined, "append"
+    sessions = (timed.withWatermark("t", "1 hour")
+                .groupBy(F.session_window("t", "10 minutes"), "user").count())
+    return sessions, "append"
+
+
+# ------------------------------------------------------------------------------------ run
+
+
+def run_child(spec: dict[str, Any]) -> Run:
+    """One (workload, size, provider) in this process: its own SparkSession and JVM."""
+    from pyspark.sql import SparkSession
+
+    from state_store.spark import configure
+
+    cfg = Config(**{k: tuple(v) if isinstance(v, list) else v
+                    for k, v in spec["config"].items()})
+    run = Run(spec["workload"], spec["keys"], spec["provider"])
+    base, work = Path(spec["input"]), Path(spec["work"])
+    builder = (SparkSession.builder.master("local[2]").appName("pyrocks-scale")
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.memory", "8g"))
+    spark = configure(builder, localDir=str(work / "pool")).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if run.provider != "stateless":
+        select_provider(spark, next(p for p in PROVIDERS if p.name == run.provider))
+    jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
+    started = time.monotonic()
+    with RssSampler(jvm) as sampler:
+        query = start(spark, run.workload, run.provider, base, work / "checkpoint")
+        try:
+            if not query.awaitTermination(cfg.timeout_s):
+                run.error = f"timed out after {cfg.timeout_s:.0f} s"
+                query.stop()
+        except Exception as e:  # out of heap, a lost executor: a result of this size
+            run.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"
+        batches = [b.duration_ms for b in batch_metrics(query.recentProgress)] \
+            if run.provider != "stateless" else \
+            [int(p.durationMs.get("triggerExecution", 0)) for p in query.recentProgress
+             if p.numInputRows > 0]
+    measured = batches[-cfg.rounds:] if len(batches) >= cfg.warmup + cfg.rounds else []
+    if run.error is None and not measured:
+        run.error = f"saw {len(batches)} batches with input"
+    run.batch_ms = measured
+    run.median_batch_ms = statistics.median(measured) if measured else None
+    run.fill_s = round(time.monotonic() - started - sum(batches[-cfg.rounds - cfg.warmup:])
+                       / 1000, 1)
+    run.peak_jvm_mb, run.peak_workers_mb = round(sampler.peak_jvm), round(sampler.peak_workers)
+    spark.stop()
+    return run
+
+
+def spawn(cfg: Config, workload: str, keys: int, provider: str, base: Path,
+          work: Path) -> Run:
+    spec = {"config": asdict(cfg), "workload": workload, "keys": keys, "provider": provider,
+            "input": str(base), "work": str(work)}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--child", json.dumps(spec)],
+                          capture_output=True, text=True, timeout=cfg.timeout_s + 300)
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    if done.returncode != 0 or not last.startswith("{"):
+        return Run(workload, keys, provider,
+                   error=f"exit {done.returncode}: {done.stderr.strip()[-600:]}")
+    return Run(**json.loads(last))
+
+
+def sweep(cfg: Config, scratch: Path) -> list[Run]:
+    runs = []
+    for workload in cfg.workloads:
+        for keys in cfg.sizes:
+            base = scratch / f"{workload}-{keys}"
+            write_input(base, cfg, workload, keys)
+            for provider in cfg.providers:
+                with tempfile.TemporaryDirectory(dir=scratch) as work:
+                    run = spawn(cfg, workload, keys, provider, base, Path(work))
+                runs.append(run)
+                print(f"[{workload} {keys:,}] {provider}: "
+                      + (f"ERROR {run.error}" if run.error else
+                         f"batch p50 {run.median_batch_ms:,.0f} ms {run.batch_ms}, "
+                         f"JVM {run.peak_jvm_mb} MiB, workers {run.peak_workers_mb} MiB"),
+                      flush=True)
+                save(cfg, runs)
+            _remove(base)
+    return runs
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------- report
+
+
+def save(cfg: Config, runs: Sequence[Run]) -> None:
+    report.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    RESULTS_JSON.write_text(json.dumps({"benchmark": "scale", "config": asdict(cfg),
+                                        "memory_bound_mb": MEMORY_BOUND_MB,
+                                        "runs": [asdict(r) for r in runs]}, indent=1))
+
+
+def _by(payload: dict[str, Any]) -> dict[tuple[str, int, str], dict[str, Any]]:
+    return {(r["workload"], r["keys"], r["provider"]): r for r in payload["runs"]}
+
+
+def render(payload: dict[str, Any]) -> str:
+    runs = _by(payload)
+    lines = ["median batch ms (measured batches of "
+             f"{payload['config']['rows']:,} rows); ours/x; store share = "
+             "(ours - stateless) / ours"]
+    header = (f"{'workload':<12}{'keys':>12}{'ours':>9}{'rocksdb':>9}{'hdfs':>9}"
+              f"{'stateless':>10}{'/rocksdb':>9}{'/hdfs':>7}{'share':>7}{'ours RSS MiB':>16}")
+    lines += [header, "-" * len(header)]
+    for workload in payload["config"]["workloads"]:
+        for keys in payload["config"]["sizes"]:
+            got = {p: runs.get((workload, keys, p), {}) for p in PROVIDER_NAMES}
+            med = {p: r.get("median_batch_ms") for p, r in got.items()}
+            ours = med["pyrocks"]
+            share = (None if ours is None or med["stateless"] is None
+                     else (ours - med["stateless"]) / ours)
+            rss = got["pyrocks"]
+            lines.append(
+                f"{workload:<12}{keys:>12,}{_ms(ours):>9}{_ms(med['spark-rocksdb']):>9}"
+                f"{_ms(med['spark-hdfs']):>9}{_ms(med['stateless']):>10}"
+                f"{_x(report.ratio(ours, med['spark-rocksdb'])):>9}"
+                f"{_x(report.ratio(ours, med['spark-hdfs'])):>7}"
+                f"{('-' if share is None else f'{share:.0%}'):>7}"
+                f"{(str(rss.get('peak_jvm_mb')) + '+' + str(rss.get('peak_workers_mb'))):>16}")
+            for p, r in got.items():
+                if r.get("error"):
+                    lines.append(f"    {p}: {r['error'][:160]}")
+    return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return "fail" if value is None else f"{value:,.0f}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def chart(payload: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = _by(payload)
+    workloads = payload["config"]["workloads"]
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 3.8),
+                             squeeze=False)
+    for ax, workload in zip(axes[0], workloads, strict=True):
+        for provider in PROVIDER_NAMES:
+            points = [(k, runs[(workload, k, provider)]["median_batch_ms"])
+                      for k in payload["config"]["sizes"]
+                      if (workload, k, provider) in runs
+                      and runs[(workload, k, provider)]["median_batch_ms"] is not None]
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", label=provider,
+                        linestyle="--" if provider == "stateless" else "-")
+        ax.set_xscale("log")
+        ax.set_title(workload)
+        ax.set_xlabel("state size (keys)")
+        ax.set_ylabel("median batch time (ms)")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"batch time vs state size ({payload['config']['rows']:,} rows/batch, "
+                 "local[2], 8 partitions)")
+    fig.tight_layout()
+    fig.savefig(RESULTS_PNG, dpi=110)
+    plt.close(fig)
+
+
+def targets(payload: dict[str, Any]) -> list[report.Target]:
+    """Per workload and size: ours vs Spark HDFS (<= 1), and from 1M keys up vs Spark
+    RocksDB (<= 0.5)."""
+    found = []
+    runs = _by(payload)
+    for workload in payload["config"]["workloads"]:
+        for keys in payload["config"]["sizes"]:
+            ours = runs.get((workload, keys, "pyrocks"), {}).get("median_batch_ms")
+            goals = [(report.SPARK_HDFS, 1.0)]
+            if keys >= 1_000_000:
+                goals.append((report.SPARK_ROCKSDB, 0.5))
+            for baseline, goal in goals:
+                theirs = runs.get((workload, keys, baseline), {}).get("median_batch_ms")
+                found.append(report.Target(
+                    benchmark="scale", name=f"{workload} at {keys:,} keys: batch", unit="ms",
+                    ours=ours, compared_to=baseline, ratio=report.ratio(ours, theirs),
+                    goal=goal, baselines={baseline: theirs},
+                    note="" if theirs is not None else f"{baseline} failed at this size"))
+    return found
+
+
+# ----------------------------------------------------------------------------------- main
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().lower()
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
+    return int(float(text.rstrip("km")) * scale)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100k,1m,5m,20m")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--providers", default=",".join(PROVIDER_NAMES))
+    parser.add_argument("--rows", type=int, default=100_000, help="rows per measured batch")
+    parser.add_argument("--fill-rows", type=int, default=2_000_000, help="rows per fill batch")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3, help="measured batches (median)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--report", action="store_true", help="re-render results/scale.json")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(asdict(run_child(json.loads(args.child)))))
+        return 0
+    if args.report:
+        payload = json.loads(RESULTS_JSON.read_text())
+    else:
+        if args.quick:
+            args.sizes, args.rows, args.rounds = "20k,100k", 20_000, 2
+        cfg = Config(tuple(parse_size(s) for s in args.sizes.split(",")),
+                     tuple(args.workloads.split(",")), tuple(args.providers.split(",")),
+                     args.rows, args.fill_rows, args.warmup, args.rounds, args.timeout)
+        unknown = (set(cfg.workloads) - set(WORKLOADS)) | (set(cfg.providers)
+                                                            - set(PROVIDER_NAMES))
+        if unknown:
+            parser.error(f"unknown workloads or providers: {sorted(unknown)}")
+        with tempfile.TemporaryDirectory(prefix="pyrocks-scale-") as scratch:
+            sweep(cfg, Path(scratch))
+        payload = json.loads(RESULTS_JSON.read_text())
+    print(render(payload))
+    chart(payload)
+    print(f"wrote {RESULTS_JSON} and {RESULTS_PNG}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
