@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, tuple[str, ...]] = {
     "canonical": (),
     "compression": (),
     "tws": (),
+    "scale": (),  # the longest: 100k to 20M keys, every workload and provider
 }
 SUMMARY_JSON = report.RESULTS_DIR / "summary.json"
 SUMMARY_PNG = report.RESULTS_DIR / "summary.png"

@@ -67,6 +67,7 @@ class Config:
     warmup: int
     rounds: int
     timeout_s: float
+    options: dict[str, str] = field(default_factory=dict)  # ours: configure(**options)
 
 
 @dataclass
@@ -186,7 +187,7 @@ def run_child(spec: dict[str, Any]) -> Run:
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", "8g"))
-    spark = configure(builder, localDir=str(work / "pool")).getOrCreate()
+    spark = configure(builder, localDir=str(work / "pool"), **cfg.options).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if run.provider != "stateless":
         select_provider(spark, next(p for p in PROVIDERS if p.name == run.provider))
@@ -230,7 +231,9 @@ def spawn(cfg: Config, workload: str, keys: int, provider: str, base: Path,
 
 
 def sweep(cfg: Config, scratch: Path) -> list[Run]:
-    runs = []
+    """Every planned run, added to what results/scale.json holds of other sizes and
+    workloads (a sweep done in parts; a run done again replaces its old result)."""
+    runs = previous_runs()
     for workload in cfg.workloads:
         for keys in cfg.sizes:
             base = scratch / f"{workload}-{keys}"
@@ -238,6 +241,8 @@ def sweep(cfg: Config, scratch: Path) -> list[Run]:
             for provider in cfg.providers:
                 with tempfile.TemporaryDirectory(dir=scratch) as work:
                     run = spawn(cfg, workload, keys, provider, base, Path(work))
+                runs = [r for r in runs
+                        if (r.workload, r.keys, r.provider) != (workload, keys, provider)]
                 runs.append(run)
                 print(f"[{workload} {keys:,}] {provider}: "
                       + (f"ERROR {run.error}" if run.error else
@@ -258,7 +263,19 @@ def _remove(path: Path) -> None:
 # --------------------------------------------------------------------------------- report
 
 
+def previous_runs() -> list[Run]:
+    if not RESULTS_JSON.exists():
+        return []
+    return [Run(**r) for r in json.loads(RESULTS_JSON.read_text())["runs"]]
+
+
 def save(cfg: Config, runs: Sequence[Run]) -> None:
+    """The runs, under the config they were made with, its sizes and workloads those of
+    every run kept."""
+    cfg = Config(**{**asdict(cfg),
+                    "sizes": tuple(sorted({r.keys for r in runs})),
+                    "workloads": tuple(w for w in WORKLOADS if any(r.workload == w
+                                                                   for r in runs))})
     report.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     RESULTS_JSON.write_text(json.dumps({"benchmark": "scale", "config": asdict(cfg),
                                         "memory_bound_mb": MEMORY_BOUND_MB,
@@ -279,6 +296,8 @@ def render(payload: dict[str, Any]) -> str:
     lines += [header, "-" * len(header)]
     for workload in payload["config"]["workloads"]:
         for keys in payload["config"]["sizes"]:
+            if not any((workload, keys, p) in runs for p in PROVIDER_NAMES):
+                continue  # not run at this size
             got = {p: runs.get((workload, keys, p), {}) for p in PROVIDER_NAMES}
             med = {p: r.get("median_batch_ms") for p, r in got.items()}
             ours = med["pyrocks"]
@@ -299,7 +318,7 @@ def render(payload: dict[str, Any]) -> str:
 
 
 def _ms(value: float | None) -> str:
-    return "fail" if value is None else f"{value:,.0f}"
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def _x(value: float | None) -> str:
@@ -349,6 +368,8 @@ def targets(payload: dict[str, Any]) -> list[report.Target]:
             goals = [(report.SPARK_HDFS, 1.0)]
             if keys >= 1_000_000:
                 goals.append((report.SPARK_ROCKSDB, 0.5))
+            if ours is None and (workload, keys, "pyrocks") not in runs:
+                continue  # not run at this size
             for baseline, goal in goals:
                 theirs = runs.get((workload, keys, baseline), {}).get("median_batch_ms")
                 found.append(report.Target(
@@ -381,6 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--report", action="store_true", help="re-render results/scale.json")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="one of our options for every run (e.g. readCacheMB=2g)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -393,7 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.sizes, args.rows, args.rounds = "20k,100k", 20_000, 2
         cfg = Config(tuple(parse_size(s) for s in args.sizes.split(",")),
                      tuple(args.workloads.split(",")), tuple(args.providers.split(",")),
-                     args.rows, args.fill_rows, args.warmup, args.rounds, args.timeout)
+                     args.rows, args.fill_rows, args.warmup, args.rounds, args.timeout,
+                     dict(o.split("=", 1) for o in args.option))
         unknown = (set(cfg.workloads) - set(WORKLOADS)) | (set(cfg.providers)
                                                             - set(PROVIDER_NAMES))
         if unknown:

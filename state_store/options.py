@@ -158,8 +158,10 @@ SPECS: tuple[OptionSpec, ...] = (
                "Worker processes per executor JVM; default: the executor's task slots."),
     OptionSpec("writeBatchBytes", "", _in_units(0, 1), "262144", "a size >= 1 byte (256k)",
                "Bytes of buffered writes the shim ships in one frame."),
-    OptionSpec("readCacheMB", "", _in_units(20, 0), "256", "MiB >= 0 (or a size: 1g)",
-               "Executor-wide budget of the shim's exact read cache, in MiB (0 disables)."),
+    OptionSpec("readCacheMB", "", _in_units(20, 0), "", "MiB >= 0 (or a size: 1g)",
+               "Executor-wide budget of the shim's exact read cache, in MiB (0 disables); "
+               "default: a quarter of the executor's heap, at least 256. A state that fits "
+               "it is read without round trips to the workers."),
     OptionSpec("memoryBoundMB", "", _in_units(20, 0), "512", "MiB >= 0 (or a size: 1g)",
                "Executor-wide bound on RocksDB memory (block cache, index/filter blocks and "
                "memtables of all stores), split across the workers; 0 = per-store defaults."),

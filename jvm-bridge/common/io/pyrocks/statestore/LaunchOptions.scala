@@ -53,7 +53,8 @@ object LaunchOptions {
       workers = atLeast("workers", 1, -1, "an integer >= 1").getOrElse(taskSlots()),
       writeBatchBytes = atLeast("writeBatchBytes", 1, 0, "a size >= 1 byte (256k)")
         .getOrElse(256 << 10),
-      readCacheMB = atLeast("readCacheMB", 0, 20, "MiB >= 0 (or a size: 1g)").getOrElse(256),
+      readCacheMB = atLeast("readCacheMB", 0, 20, "MiB >= 0 (or a size: 1g)")
+        .getOrElse(defaultReadCacheMB(Runtime.getRuntime.maxMemory)),
       memoryBoundMB = atLeast("memoryBoundMB", 0, 20, "MiB >= 0 (or a size: 1g)")
         .orElse(sparkMemoryBound(confs)).getOrElse(512),
       localDir = text("localDir").getOrElse(System.getProperty("java.io.tmpdir")),
@@ -63,6 +64,15 @@ object LaunchOptions {
             "whole seconds >= 1 (or a duration: 10min)"))
       }.getOrElse(600))
   }
+
+  /**
+   * The read cache's budget when `readCacheMB` is not set: a quarter of this JVM's heap, at
+   * least 256 MiB. Past the cache, every get is a round trip to a worker, so a state that
+   * fits the cache runs several times faster than one that does not (docs/benchmarks.md,
+   * "State size"); a quarter stays within the heap Spark leaves outside its unified memory.
+   */
+  private[statestore] def defaultReadCacheMB(maxHeapBytes: Long): Int =
+    math.max(256L, (maxHeapBytes >> 20) / 4).min(Int.MaxValue).toInt
 
   /** memoryBoundMB from Spark's boundedMemoryUsage (false: per-store caches, our 0) and
    * maxMemoryUsageMB (Spark's default 500), when our own key is not set. */

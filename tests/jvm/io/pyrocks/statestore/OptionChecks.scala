@@ -50,6 +50,17 @@ object OptionChecks {
       LaunchOptions.SparkBoundedMemory -> "true", LaunchOptions.SparkMaxMemoryMB -> "300",
       LaunchOptions.Prefix + "workers" -> "1"))
     f.expect(ours.memoryBoundMB == 64, s"our memoryBoundMB lost to Spark's: ${ours.memoryBoundMB}")
+    // readCacheMB unset: a quarter of the heap, at least 256 MiB; set: as given
+    for ((heapMB, want) <- Seq(512L -> 256, 1024L -> 256, 4096L -> 1024, 8192L -> 2048)) {
+      val got = LaunchOptions.defaultReadCacheMB(heapMB << 20)
+      f.expect(got == want, s"default readCacheMB for a $heapMB MiB heap: $got, not $want")
+    }
+    val unset = LaunchOptions.fromConfs(Map(LaunchOptions.Prefix + "workers" -> "1"))
+    f.expect(unset.readCacheMB == LaunchOptions.defaultReadCacheMB(Runtime.getRuntime.maxMemory),
+      s"readCacheMB unset is not this JVM's default: ${unset.readCacheMB}")
+    val given = LaunchOptions.fromConfs(Map(LaunchOptions.Prefix + "readCacheMB" -> "1g",
+      LaunchOptions.Prefix + "workers" -> "1"))
+    f.expect(given.readCacheMB == 1024, s"readCacheMB=1g read as ${given.readCacheMB}")
     val bad = f.expectThrows[IllegalArgumentException](LaunchOptions.fromConfs(Map(
       LaunchOptions.Prefix + "writeBatchBytes" -> "12x", LaunchOptions.Prefix + "workers" -> "1")))
     f.expect(bad.getMessage.contains(LaunchOptions.Prefix + "writeBatchBytes") &&
