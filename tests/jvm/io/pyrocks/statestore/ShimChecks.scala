@@ -191,6 +191,13 @@ final class Fixture(val work: Path, python: String, pythonPath: String) {
     if (name == "STOP") eventually(s"worker $pid stopped")(processState(pid) == "T")
   }
 
+  /** Lets a stopped worker run again, unless it is gone: a worker the shim killed (a request
+   * past its deadline) may exit between any check of it and the signal. */
+  def resumeUnlessGone(pid: Long): Unit = {
+    val done = new ProcessBuilder("kill", "-CONT", pid.toString).inheritIO().start().waitFor()
+    expect(done == 0 || !isAlive(pid), s"kill -CONT $pid failed and the worker is still there")
+  }
+
   /** The state letter in /proc/<pid>/stat (R, S, T, Z, ...), "" once the process is gone. */
   def processState(pid: Long): String = try {
     val stat = new String(Files.readAllBytes(Paths.get(s"/proc/$pid/stat")), UTF_8)
