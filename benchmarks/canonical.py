@@ -5,8 +5,8 @@
 
 One Spark session (local[2], 8 shuffle partitions, this store configured) builds the same
 streaming aggregation (`groupBy(key)` count/sum over 4 batches that insert every key) twice:
-on this provider and on Spark's RocksDBStateStoreProvider. Then, timed once each on the
-built checkpoints:
+on this provider and on Spark's RocksDBStateStoreProvider. Then, timed on the built
+checkpoints (medians of `--rounds`, default 3):
 
   native savepoint       `savepoint(ours)`: duplicated files, no Spark job
   canonical of ours      `savepoint(ours, format="canonical")`: state data source -> Parquet
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -64,30 +65,43 @@ def timed(step: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def measure(spark: Any, work: Path, keys: int) -> dict[str, float]:
+def steps(spark: Any, ours: Path, theirs: Path, at: Path) -> dict[str, Callable[[], Any]]:
+    """One round's steps, writing their targets under `at`."""
+    return {
+        "native savepoint": lambda: savepoint(str(ours), str(at / "native")),
+        "canonical of ours": lambda: savepoint(str(ours), str(at / "canonical"),
+                                               format="canonical", spark=spark),
+        "canonical of RocksDB": lambda: savepoint(
+            str(theirs), str(at / "canonical-rocksdb"), format="canonical", spark=spark),
+        "native restore": lambda: restore(str(at / "native"), str(at / "r1")),
+        "canonical restore": lambda: restore(str(at / "canonical"), str(at / "r2"),
+                                             spark=spark),
+        "rescale 8 -> 5": lambda: restore(str(at / "canonical"), str(at / "r3"),
+                                          partitions=5, spark=spark),
+        "exit to RocksDB": lambda: restore(str(at / "canonical"), str(at / "r4"),
+                                           provider="rocksdb", spark=spark),
+    }
+
+
+def measure(spark: Any, work: Path, keys: int, rounds: int) -> dict[str, float]:
+    """Each step's median over `rounds` (each round writes new targets of the same
+    checkpoints; single rounds swing by a quarter on a 2-core machine)."""
     ours = build(spark, work, keys, None)
     theirs = build(spark, work, keys, ROCKSDB)
-    seconds = {
-        "native savepoint": timed(lambda: savepoint(str(ours), str(work / "native"))),
-        "canonical of ours": timed(lambda: savepoint(str(ours), str(work / "canonical"),
-                                                     format="canonical", spark=spark)),
-        "canonical of RocksDB": timed(lambda: savepoint(
-            str(theirs), str(work / "canonical-rocksdb"), format="canonical", spark=spark)),
-        "native restore": timed(lambda: restore(str(work / "native"), str(work / "r1"))),
-        "canonical restore": timed(lambda: restore(str(work / "canonical"), str(work / "r2"),
-                                                   spark=spark)),
-        "rescale 8 -> 5": timed(lambda: restore(str(work / "canonical"), str(work / "r3"),
-                                                partitions=5, spark=spark)),
-        "exit to RocksDB": timed(lambda: restore(str(work / "canonical"), str(work / "r4"),
-                                                 provider="rocksdb", spark=spark)),
-    }
-    return seconds
+    samples: dict[str, list[float]] = {}
+    for r in range(rounds):
+        at = work / f"round-{r}"
+        for step, run in steps(spark, ours, theirs, at).items():
+            samples.setdefault(step, []).append(timed(run))
+        shutil.rmtree(at, ignore_errors=True)
+    return {step: statistics.median(values) for step, values in samples.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="100k keys instead of 1M")
     parser.add_argument("--keys", type=int, help="the number of keys (overrides --quick)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per step (median)")
     args = parser.parse_args(argv)
     keys = args.keys or (100_000 if args.quick else 1_000_000)
     from pyspark.sql import SparkSession
@@ -101,11 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = configure(builder, localDir=str(work / "pool")).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        seconds = measure(spark, work, keys)
+        seconds = measure(spark, work, keys, args.rounds)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    payload = {"keys": keys, "seconds": seconds,
+    payload = {"keys": keys, "rounds": args.rounds, "seconds": seconds,
                "seconds_per_million_rows": {k: v * 1e6 / keys for k, v in seconds.items()}}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(payload, indent=1))

@@ -25,6 +25,14 @@ _TESTS = str(Path(__file__).resolve().parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (_TESTS, os.environ.get("PYTHONPATH")) if p
 )
+# Every Spark JVM the tests start (sessions here, drivers in subprocesses, local-cluster
+# executors) runs short on small data with both cores busy: the C2 compiler's and the
+# parallel GC's threads cost more CPU than they save there (measured: a sixth of the CPU of
+# tests/test_correctness.py). What the tests prove does not depend on either.
+_TEST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", " ".join(
+    f'--conf "spark.{side}.extraJavaOptions={_TEST_JVM}"' for side in ("driver", "executor")
+) + " pyspark-shell")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from harness import HDFS, PROVIDER_KEY, assert_same_outputs, run_queries
+from harness import PROVIDER_KEY, run_queries
 from streaming_queries import BY_NAME
 
 WORKER_MODULE = b"state_store.runtime.worker"
@@ -102,8 +102,9 @@ def compose(args: argparse.Namespace) -> dict:
 
 
 def correctness(args: argparse.Namespace) -> dict:
-    """Catalogue queries on Spark's HDFS provider (local[2]) and on ours (`--master`), with
-    our settings as a local session gets them or as `spark-defaults.conf` gives them."""
+    """Catalogue queries on ours (`--master`), with our settings as a local session gets
+    them or as `spark-defaults.conf` gives them; their outputs, for the test to judge
+    against the session's HDFS reference (the same queries, batches and restart)."""
     import state_store
     from state_store.spark import cluster_conf, spark_conf
 
@@ -115,14 +116,7 @@ def correctness(args: argparse.Namespace) -> dict:
     # Ours first: its settings must reach the JVM's start, as spark-defaults.conf does.
     ours = run_queries(specs, args.work / "ours", conf, master=args.master,
                        after_batch=lambda _: seen.update(_workers(args.work)))
-    reference = run_queries(specs, args.work / "hdfs", {PROVIDER_KEY: HDFS})
-    try:
-        assert_same_outputs(reference, ours)
-        problems = None
-    except AssertionError as e:
-        problems = str(e)
-    return {"problems": problems, "batches": {n: len(b) for n, b in ours.items()},
-            "package": state_store.__file__, "workers": list(seen.values())}
+    return {"outputs": ours, "package": state_store.__file__, "workers": list(seen.values())}
 
 
 def _count_by_key(spark: SparkSession, work: Path) -> list[list[int]]:

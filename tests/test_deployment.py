@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import Outputs, assert_same_outputs
 from state_store.driver import bridge
 from state_store.spark import PROVIDER_CLASS, PYTHON_EXEC_KEY, cluster_conf
 
@@ -67,7 +68,16 @@ def virtualenv(path: Path, *install: str) -> Path:
     return python
 
 
-def test_an_installed_wheel_runs_the_demo_and_matches_spark(wheel: Path, tmp_path: Path) -> None:
+def same_as_spark(result: dict, hdfs_reference: Outputs) -> None:
+    """The driver's outputs (JSON: batches keyed by strings) are the HDFS reference's."""
+    ours = {name: {int(b): rows for b, rows in batches.items()}
+            for name, batches in result["outputs"].items()}
+    assert ours and all(ours.values()), "the driver ran no query"
+    assert_same_outputs({name: hdfs_reference[name] for name in ours}, ours)
+
+
+def test_an_installed_wheel_runs_the_demo_and_matches_spark(wheel: Path, tmp_path: Path,
+                                                             hdfs_reference: Outputs) -> None:
     python = virtualenv(tmp_path / "venv", str(wheel))
     # An empty cache: the shim must be compiled from the sources inside the installed wheel.
     env = clean_env(PYROCKS_CACHE_DIR=str(tmp_path / "cache"))
@@ -79,8 +89,7 @@ def test_an_installed_wheel_runs_the_demo_and_matches_spark(wheel: Path, tmp_pat
     assert "compiling" in demo.stderr and str(tmp_path / "cache") in demo.stderr
     site = tmp_path / "venv" / "lib"
     result = run_driver(python, "correctness", str(tmp_path / "work"), cwd=tmp_path, env=env)
-    assert result["problems"] is None
-    assert result["batches"]["agg_update"] > 0 and result["batches"]["join_inner"] > 0
+    same_as_spark(result, hdfs_reference)
     assert Path(result["package"]).is_relative_to(site), result["package"]
     assert result["workers"], "no worker of ours was seen running"
     for worker in result["workers"]:
@@ -88,8 +97,8 @@ def test_an_installed_wheel_runs_the_demo_and_matches_spark(wheel: Path, tmp_pat
         assert worker["rocksdict"] and Path(worker["rocksdict"][0]).is_relative_to(site)
 
 
-def test_executors_run_the_workers_from_an_archived_environment(wheel: Path,
-                                                                 tmp_path: Path) -> None:
+def test_executors_run_the_workers_from_an_archived_environment(
+        wheel: Path, tmp_path: Path, hdfs_reference: Outputs) -> None:
     """`spark.archives` ships a packed environment that Spark unpacks beside each executor
     as `environment/`; `spark.executorEnv.PYSPARK_PYTHON` names its Python. Our settings
     are `cluster_conf()`'s (what `state-store conf` prints): no path of this machine."""
@@ -108,7 +117,7 @@ def test_executors_run_the_workers_from_an_archived_environment(wheel: Path,
         "--master", "local-cluster[1,2,1024]",
         "--conf", f"spark.archives={archive}#environment",
         "spark.executorEnv.PYSPARK_PYTHON=./environment/bin/python", cwd=tmp_path)
-    assert result["problems"] is None
+    same_as_spark(result, hdfs_reference)
     assert result["workers"], "no worker of ours was seen running"
     for worker in result["workers"]:
         unpacked = Path(worker["cwd"]) / "environment"

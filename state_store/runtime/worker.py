@@ -390,19 +390,25 @@ def main(argv: list[str] | None = None) -> None:
     probes = ConditionProbes()  # one probe per endpoint for the worker's whole life
     idle = IdleSnapshots()
     threading.Thread(target=_watch_parent, args=(sessions, cleanup), daemon=True).start()
-    # The shim waits for this line before connecting; nothing else goes to stdout.
-    print(f"READY {os.getpid()}", flush=True)
-    # Nobody reads our stdout after READY: whatever prints later (here or in a library)
-    # goes to the stderr log, or a full pipe would wedge the worker.
-    sys.stdout.flush()
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    sys.stdout = sys.stderr
+    announce_ready()
     while True:
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
         session = Session(conn, args.data_dir, uploads, memory, probes, idle)
         sessions.add(session)
         threading.Thread(target=session.serve, args=(sessions.discard,), daemon=True).start()
+
+
+def announce_ready() -> None:
+    """Writes READY, the one line the shim waits for on our stdout before it connects.
+    Nobody reads that pipe afterwards, so fd 1 becomes the stderr log first: whatever
+    prints later (here or in a library) must not fill the pipe and wedge the worker."""
+    sys.stdout.flush()
+    pipe = os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    with os.fdopen(pipe, "w") as ready:
+        ready.write(f"READY {os.getpid()}\n")
 
 
 if __name__ == "__main__":
