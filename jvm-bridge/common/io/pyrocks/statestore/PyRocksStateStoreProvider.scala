@@ -159,7 +159,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       case e: PyRocksStoreException => throw new IllegalStateException(
         s"cannot load version $version of $describe: ${e.getMessage}", e)
     }
-    cache.loaded(version, unchanged = jsonField(answer, "unchanged") == "true")
+    cache.loaded(version, unchanged = jsonField(answer, "unchanged") == "true", empty = empty)
   }
 
   /** A failed commit leaves `store` the writer: the task's abort releases it. */

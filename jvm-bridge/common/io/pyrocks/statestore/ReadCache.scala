@@ -13,7 +13,7 @@ import java.util.concurrent.atomic.AtomicLong
  *    load only if the worker reports its working copy unchanged at that version, and is
  *    dropped on abort, on a lost publish race, on a new connection (`invalidate`);
  *  - `complete` means every key of the store has an entry or is absent: true only from an
- *    empty store (version 0) through writes that all went through this cache, false as soon
+ *    empty store (version 0, or loaded empty) through writes that all went through this cache, false as soon
  *    as anything is dropped. Only then does a miss mean "absent" without asking;
  *  - `filter` holds every key written since the store was empty (the same lineage rule), and
  *    survives the cache starting over: a key it has never seen is absent, without asking.
@@ -180,14 +180,17 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     if (listing != null) release(p.bytes.length + listing.bytes)
   }
 
-  /** The store was loaded at `loaded`; `unchanged` = the worker's working copy was kept. */
-  def loaded(loaded: Long, unchanged: Boolean): Unit = guarded {
-    if (!(unchanged && loaded == version)) {
+  /** The store was loaded at `loaded`; `unchanged` = the worker's working copy was kept;
+   * `empty` = it was loaded empty whatever its version (Spark's loadEmpty). */
+  def loaded(loaded: Long, unchanged: Boolean, empty: Boolean = false): Unit = guarded {
+    if (empty || !(unchanged && loaded == version)) {
       clear()
-      // Version 0 is the empty store: every key is known absent. Any other version was
-      // written by writes we did not all see: nothing is known.
-      complete = loaded == 0
-      if (loaded == 0) newFilter() else dropFilter()
+      // Version 0, or a store loaded empty, holds no key: every key is known absent (so an
+      // offline writer's puts cost the worker no lookup). Any other version was written by
+      // writes we did not all see: nothing is known.
+      val nothingStored = empty || loaded == 0
+      complete = nothingStored
+      if (nothingStored) newFilter() else dropFilter()
     }
     version = loaded
   }

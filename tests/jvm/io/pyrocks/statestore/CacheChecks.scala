@@ -11,7 +11,8 @@ object CacheChecks {
     "reclaim-during-scan-keeps-listings-exact" -> reclaimDuringScan,
     "key-filter-charged-to-budget" -> keyFilterChargedToBudget,
     "key-filter-dropped-under-pressure" -> keyFilterDroppedUnderPressure,
-    "key-filter-growth-never-overflows" -> keyFilterGrowthNeverOverflows)
+    "key-filter-growth-never-overflows" -> keyFilterGrowthNeverOverflows,
+    "a-store-loaded-empty-knows-every-key-absent" -> loadedEmptyKnowsEveryKeyAbsent)
 
   import Wire.DefaultCf
 
@@ -42,6 +43,36 @@ object CacheChecks {
     next.abort()
     winner.close()
     loser.close()
+  }
+
+  /** A store loaded empty (Spark's loadEmpty, at any version: an offline writer such as a
+   * canonical restore) holds no key, so the cache answers every key absent and tells the
+   * worker so with each put, which then looks nothing up. */
+  def loadedEmptyKnowsEveryKeyAbsent(f: Fixture): Unit = {
+    import f._
+    val p = provider(checkpoint("load-empty"))
+    val first = p.getStore(0)
+    first.put(key(1), value(1))
+    first.commit()
+    val empty = p.getStore(1, None, forceSnapshotOnCommit = false, loadEmpty = true)
+    expect(p.readCache.lookup(DefaultCf, keyBytes(1)).contains(None) &&
+      p.readCache.lookup(DefaultCf, keyBytes(7)).contains(None),
+      "a store loaded empty at version 1 does not know its keys absent: key 1 " +
+        p.readCache.lookup(DefaultCf, keyBytes(1)).map(_.map(_.toSeq)))
+    expect(empty.get(key(1)) == null, s"the empty store has key 1 = ${valueOf(empty.get(key(1)))}")
+    empty.put(key(2), value(2))
+    empty.put(key(3), value(3))
+    empty.remove(key(3))
+    empty.commit()
+    val next = p.getStore(2)
+    expect(next.get(key(1)) == null && valueOf(next.get(key(2))).contains(2L) &&
+      next.get(key(3)) == null, s"version 2 (written from empty: key 2 = 2): key 1 = " +
+      s"${valueOf(next.get(key(1)))}, key 2 = ${valueOf(next.get(key(2)))}, key 3 = " +
+      s"${valueOf(next.get(key(3)))}")
+    val keys = next.metrics.numKeys
+    expect(keys == 1, s"version 2 counts $keys keys, not 1")
+    next.abort()
+    p.close()
   }
 
   /** A new connection is a new working copy: nothing learned from the old one answers. */
