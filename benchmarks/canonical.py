@@ -83,9 +83,9 @@ def steps(spark: Any, ours: Path, theirs: Path, at: Path) -> dict[str, Callable[
     }
 
 
-def measure(spark: Any, work: Path, keys: int, rounds: int) -> dict[str, float]:
-    """Each step's median over `rounds` (each round writes new targets of the same
-    checkpoints; single rounds swing by a quarter on a 2-core machine)."""
+def measure(spark: Any, work: Path, keys: int, rounds: int) -> dict[str, list[float]]:
+    """Each step's seconds in each of `rounds` rounds (each round writes new targets of the
+    same checkpoints; single rounds swing by a quarter on a 2-core machine)."""
     ours = build(spark, work, keys, None)
     theirs = build(spark, work, keys, ROCKSDB)
     samples: dict[str, list[float]] = {}
@@ -94,7 +94,7 @@ def measure(spark: Any, work: Path, keys: int, rounds: int) -> dict[str, float]:
         for step, run in steps(spark, ours, theirs, at).items():
             samples.setdefault(step, []).append(timed(run))
         shutil.rmtree(at, ignore_errors=True)
-    return {step: statistics.median(values) for step, values in samples.items()}
+    return samples
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,11 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = configure(builder, localDir=str(work / "pool")).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        seconds = measure(spark, work, keys, args.rounds)
+        samples = measure(spark, work, keys, args.rounds)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    payload = {"keys": keys, "rounds": args.rounds, "seconds": seconds,
+    seconds = {step: statistics.median(values) for step, values in samples.items()}
+    payload = {"keys": keys, "rounds": samples, "seconds": seconds,
                "seconds_per_million_rows": {k: v * 1e6 / keys for k, v in seconds.items()}}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(payload, indent=1))
