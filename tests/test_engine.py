@@ -99,6 +99,21 @@ def test_gets_and_scans_see_uncommitted_writes(tmp_path: Path) -> None:
     assert [k for k, _ in store.scan("default", b"ab", b"b", None)] == [b"ab"]
 
 
+def test_a_scan_lists_the_state_as_of_its_first_pair_whatever_is_written_meanwhile(
+        tmp_path: Path) -> None:
+    """Spark may write while it iterates (e.g. evicting what a scan lists): the iteration
+    neither sees those writes nor loses a pair to them."""
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    store.load(0)
+    store.write(b"".join(put(f"k{i:04}", str(i)) for i in range(3000)))
+    scan = store.scan("default", None, None, b"k")
+    listed = [next(scan)]
+    store.write(delete("k0001") + put("k0002", "changed") + put("k5000", "new"))
+    listed += list(scan)
+    assert listed == [(f"k{i:04}".encode(), str(i).encode()) for i in range(3000)]
+    assert store.get("default", b"k0001") is None
+
+
 def test_abort_discards_writes(tmp_path: Path) -> None:
     store = open_store(tmp_path / "root", tmp_path / "a")
     expected = commit_versions(store, 2)

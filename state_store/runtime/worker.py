@@ -285,8 +285,9 @@ class Session:
         size = 0
         pack = U32.pack
         for key, value in it:
-            parts += (pack(len(key)), key, pack(len(value)), value)
-            size += len(key) + len(value) + 8
+            pair = pack(len(key)) + key + pack(len(value)) + value
+            parts.append(pair)
+            size += len(pair)
             if size >= self.chunk_bytes:
                 parts[0] = b"\x01"
                 return b"".join(parts)
