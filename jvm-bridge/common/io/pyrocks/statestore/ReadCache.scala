@@ -13,8 +13,9 @@ import java.util.concurrent.atomic.AtomicLong
  *    load only if the worker reports its working copy unchanged at that version, and is
  *    dropped on abort, on a lost publish race, on a new connection (`invalidate`);
  *  - `complete` means every key of the store has an entry or is absent: true only from an
- *    empty store (version 0, or loaded empty) through writes that all went through this cache, false as soon
- *    as anything is dropped. Only then does a miss mean "absent" without asking;
+ *    empty store (version 0, or one loaded empty) through writes that all went through this
+ *    cache, false as soon as anything is dropped. Only then does a miss mean "absent"
+ *    without asking;
  *  - `filter` holds every key written since the store was empty (the same lineage rule), and
  *    survives the cache starting over: a key it has never seen is absent, without asking.
  *    It also holds the prefix of every such key (for prefix-scan column families), so a
