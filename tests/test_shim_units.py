@@ -25,7 +25,9 @@ REPO = Path(state_store.__file__).resolve().parent.parent
 CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
          "family-and-key-never-collide", "reclaim-during-scan-keeps-listings-exact",
          "key-filter-charged-to-budget", "key-filter-dropped-under-pressure",
-         "key-filter-growth-never-overflows", "a-store-loaded-empty-knows-every-key-absent")
+         "key-filter-growth-never-overflows", "a-store-loaded-empty-knows-every-key-absent",
+         "a-prefix-listing-answers-for-its-keys",
+         "a-complete-cache-answers-full-scans-of-the-default-family")
 WRITERS = ("second-writer-waits-then-fails", "second-writer-never-mixes-writes",
            "reader-waits-for-writer", "abort-always-leaves-store-aborted",
            "interrupt-is-not-a-dead-worker", "open-spec-names-query-and-writer")

@@ -42,12 +42,13 @@ class PyRocksStateStore(
 
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
     val codec = provider.codec(colFamilyName)
-    provider.get(colFamilyName, codec.key(key), codec.multipleValues).map(codec.decodeValue).orNull
+    provider.get(colFamilyName, codec.key(key), codec.multipleValues, codec.prefixOf(key))
+      .map(codec.decodeValue).orNull
   }
 
   override def valuesIterator(key: UnsafeRow, colFamilyName: String): Iterator[UnsafeRow] = {
     val codec = provider.codec(colFamilyName)
-    provider.get(colFamilyName, codec.key(key), codec.multipleValues)
+    provider.get(colFamilyName, codec.key(key), codec.multipleValues, prefix = None)
       .map(codec.decodeValues).getOrElse(Nil).iterator
   }
 

@@ -210,9 +210,9 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 
   // ---- reads and writes: the read cache sits here ---------------------------------------
 
-  private[statestore] def get(cf: String, key: Array[Byte],
-      multipleValues: Boolean): Option[Array[Byte]] = synchronized {
-    val known = if (multipleValues) None else cache.lookup(cf, key)
+  private[statestore] def get(cf: String, key: Array[Byte], multipleValues: Boolean,
+      prefix: Option[Array[Byte]]): Option[Array[Byte]] = synchronized {
+    val known = if (multipleValues) None else cache.lookup(cf, key, prefix)
     known.getOrElse {
       val cfField = cfBytes(cf)
       val body = ByteBuffer.allocate(2 + cfField.length + key.length)
@@ -233,14 +233,14 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       write(Wire.OpPut, cf, key, value)
       cache.forget(cf, key, prefix)
     } else {
-      write(withExistence(Wire.OpPut, cache.lookup(cf, key)), cf, key, value)
+      write(withExistence(Wire.OpPut, cache.lookup(cf, key, prefix)), cf, key, value)
       cache.remember(cf, key, value, prefix)
     }
   }
 
   private[statestore] def remove(cf: String, key: Array[Byte],
       prefix: Option[Array[Byte]]): Unit = synchronized {
-    cache.lookup(cf, key) match {
+    cache.lookup(cf, key, prefix) match {
       case Some(None) => // known absent: removing it changes nothing, so nothing is sent
       case prior => write(withExistence(Wire.OpDelete, prior), cf, key, Array.emptyByteArray)
     }
@@ -261,10 +261,15 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     cache.forget(cf, key, prefix)
   }
 
-  /** A prefix scan the cache can answer costs no round trip; one it cannot teaches it. */
+  /** A prefix scan the cache can answer costs no round trip; one it cannot teaches it. So
+   * does a full scan of a family whose readers take its keys in any order. */
   private[statestore] def scan(cf: String, mode: Byte, a: Array[Byte],
       b: Array[Byte]): KeyValueScan = synchronized {
-    val listed = if (mode == Wire.ScanPrefix) cache.listing(cf, a) else None
+    val listed = mode match {
+      case Wire.ScanPrefix => cache.listing(cf, a)
+      case Wire.ScanAll if anyOrder(cf) => cache.everything(cf)
+      case _ => None
+    }
     listed.map(new ListedScan(_)).getOrElse {
       val startEpoch = cache.epoch
       val learn = if (mode != Wire.ScanPrefix) None else Some { (pairs: Seq[(Array[Byte],
@@ -272,6 +277,13 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       new ChunkedScan(this, nextIteratorId(), mode, cfBytes(cf), a, b, learn)
     }
   }
+
+  /** The default family of a store without range-scan keys serves Spark's classic operators
+   * (aggregation, dedup, joins, sessions, flatMapGroupsWithState), which Spark's HDFS
+   * provider serves from a hash map: none depends on the order of a full scan. Families of
+   * transformWithState (timers, TTL indexes) stop a scan at the first key not yet due. */
+  private def anyOrder(cf: String): Boolean =
+    cf == Wire.DefaultCf && !codec(cf).supportsRangeScan && !codec(cf).multipleValues
 
   private[statestore] def deleteRange(cf: String, start: Array[Byte], end: Array[Byte]): Unit =
     synchronized {

@@ -15,7 +15,7 @@ import java.util.concurrent.atomic.AtomicLong
  *  - `complete` means every key of the store has an entry or is absent: true only from an
  *    empty store (version 0, or one loaded empty) through writes that all went through this
  *    cache, false as soon as anything is dropped. Only then does a miss mean "absent"
- *    without asking;
+ *    without asking, and do the entries of a family list all of it (`everything`);
  *  - `filter` holds every key written since the store was empty (the same lineage rule), and
  *    survives the cache starting over: a key it has never seen is absent, without asking.
  *    It also holds the prefix of every such key (for prefix-scan column families), so a
@@ -28,7 +28,7 @@ import java.util.concurrent.atomic.AtomicLong
  *    order: it is learned only from a scan that ran to its end with no write in between
  *    (`epoch` unchanged, checked in `learnListing`), and every later write of a key under the
  *    prefix updates it (`remember`) or drops it (`forget`); anything that drops point
- *    entries drops listings too.
+ *    entries drops listings too. So a listing answers `lookup` for any key under it.
  * Memory: all caches of a JVM share one budget. A cache that would exceed it first takes
  * memory back from the least recently used caches that no task is using (`CacheBudget.
  * reclaim`: a finished or idle query must not starve a running one), and only if that is
@@ -51,14 +51,17 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   private var version = -1L
   private val enabled = budget.limitBytes > 0 // readCacheMB=0: every get asks the worker
 
-  /** Some(Some(value)) or Some(None) if known (absent = None); None if the worker must say. */
-  def lookup(cf: String, key: Array[Byte]): Option[Option[Array[Byte]]] =
+  /** Some(Some(value)) or Some(None) if known (absent = None); None if the worker must say.
+   * `prefix` is the key's scan prefix in a prefix-scan column family: a listing of it holds
+   * every key under it, so it answers for the key (a session's update after its scan). */
+  def lookup(cf: String, key: Array[Byte],
+      prefix: Option[Array[Byte]] = None): Option[Option[Array[Byte]]] =
     if (!enabled) None else guarded {
       val k = cacheKey(cf, key)
       val known = entries.get(k)
       if (known ne null) Some(if (known eq ReadCache.Absent) None else Some(known))
       else if (complete || filter.exists(f => !f.mightContain(k))) Some(None)
-      else None
+      else prefix.flatMap(p => Option(listings.get(prefixKey(cf, p)))).map(_.get(key))
     }
 
   /** Changes whenever something this cache knows may have changed: a scan that started at
@@ -75,6 +78,22 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
         adopt(p, new ReadCache.Listing) // never written since empty: nothing under it
         Some(Array.empty)
       } else None
+    }
+
+  /** Every (key, value) of `cf` if this cache knows every key of the store (`complete`), in
+   * no particular order: a full scan without a round trip. A copy, as `listing`'s is. */
+  def everything(cf: String): Option[Array[(Array[Byte], Array[Byte])]] =
+    if (!enabled) None else guarded {
+      if (!complete) None
+      else {
+        val space = spaceOf(cf)
+        val out = new scala.collection.mutable.ArrayBuffer[(Array[Byte], Array[Byte])](
+          entries.size)
+        entries.forEach { (k, v) =>
+          if (k.space == space && (v ne ReadCache.Absent)) out += ((k.bytes, v))
+        }
+        Some(out.toArray)
+      }
     }
 
   /** A scan of `prefix` that began at `startEpoch` returned `pairs` and reached its end. */
@@ -295,6 +314,9 @@ object ReadCache {
       if (value != null) bytes += size(key, value)
       bytes - before
     }
+
+    /** The key's value, None if it is not under this prefix. */
+    def get(key: Array[Byte]): Option[Array[Byte]] = Option(sorted.get(key))
 
     /** A copy: callers may write to the store while they iterate. */
     def pairs: Array[(Array[Byte], Array[Byte])] = {

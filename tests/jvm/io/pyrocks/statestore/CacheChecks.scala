@@ -12,7 +12,9 @@ object CacheChecks {
     "key-filter-charged-to-budget" -> keyFilterChargedToBudget,
     "key-filter-dropped-under-pressure" -> keyFilterDroppedUnderPressure,
     "key-filter-growth-never-overflows" -> keyFilterGrowthNeverOverflows,
-    "a-store-loaded-empty-knows-every-key-absent" -> loadedEmptyKnowsEveryKeyAbsent)
+    "a-store-loaded-empty-knows-every-key-absent" -> loadedEmptyKnowsEveryKeyAbsent,
+    "a-prefix-listing-answers-for-its-keys" -> prefixListingAnswersForItsKeys,
+    "a-complete-cache-answers-full-scans-of-the-default-family" -> completeCacheAnswersFullScans)
 
   import Wire.DefaultCf
 
@@ -75,6 +77,93 @@ object CacheChecks {
     p.close()
   }
 
+  /** A prefix scan that ran to its end lists every key under its prefix, so it answers for
+   * each of them (a session window's update after its scan), present or absent, and the
+   * worker is told whether each written key existed: its key count stays exact. */
+  def prefixListingAnswersForItsKeys(f: Fixture): Unit = {
+    import f._
+    val root = checkpoint("listing-answers")
+    val writer = prefixProvider(root)
+    val first = writer.getStore(0)
+    (0L until 10L).foreach(i => first.put(pair(7, i), value(i)))
+    first.put(pair(8, 0), value(80))
+    first.commit()
+    writer.close()
+    val p = prefixProvider(root) // another working copy: its cache knows nothing
+    val store = p.getStore(1)
+    val codec = p.codec(DefaultCf)
+    val prefix = Some(codec.prefix(group(7)))
+    def known(item: Long): Option[Option[Long]] =
+      p.readCache.lookup(DefaultCf, codec.key(pair(7, item)), prefix)
+        .map(_.map(v => codec.decodeValue(v).getLong(0)))
+    expect(known(3).isEmpty, s"before any scan the cache answers key (7, 3): ${known(3)}")
+    val it = store.prefixScan(group(7))
+    val listed = try it.map(_.key.getLong(1)).toList finally it.close()
+    expect(listed == (0L until 10L).toList, s"group 7 listed $listed")
+    expect(known(3).contains(Some(3L)) && known(42).contains(None),
+      s"after the scan: key (7, 3) = ${known(3)}, key (7, 42) = ${known(42)}")
+    store.put(pair(7, 3), value(33)) // existed
+    store.put(pair(7, 42), value(42)) // new
+    store.remove(pair(7, 5)) // existed
+    store.remove(pair(7, 77)) // never did
+    store.commit()
+    val next = p.getStore(2)
+    val keys = next.metrics.numKeys
+    expect(keys == 11, s"version 2 counts $keys keys, not 11 (10 + 1 - 1 in group 7, 1 in 8)")
+    expect(valueOf(next.get(pair(7, 3))).contains(33L) && next.get(pair(7, 5)) == null &&
+      valueOf(next.get(pair(7, 42))).contains(42L), "version 2: (7, 3) = " +
+      s"${valueOf(next.get(pair(7, 3)))}, (7, 5) = ${valueOf(next.get(pair(7, 5)))}, " +
+      s"(7, 42) = ${valueOf(next.get(pair(7, 42)))}")
+    next.abort()
+    p.close()
+  }
+
+  /**
+   * A cache that knows every key (the store written from empty through it) answers a full
+   * scan of the default family without asking the worker, with exactly the worker's rows,
+   * as of the scan's start though the caller writes while it iterates (Spark's session
+   * windows remove what they scan). A range-scan family's full scan still comes from the
+   * worker, in key order (transformWithState's timers stop at the first key not yet due).
+   */
+  def completeCacheAnswersFullScans(f: Fixture): Unit = {
+    import f._
+    val root = checkpoint("full-scan")
+    val p = provider(root)
+    val store = p.getStore(0)
+    (0L until 100L).foreach(k => store.put(key(k), value(k)))
+    (10L until 20L).foreach(k => store.remove(key(k)))
+    store.put(key(5), value(500))
+    store.createColFamilyIfAbsent("ordered", keySchema, valueSchema,
+      org.apache.spark.sql.execution.streaming.state.RangeKeyScanStateEncoderSpec(keySchema,
+        Seq(0)), useMultipleValuesPerKey = false, isInternal = false)
+    val timestamps = new scala.util.Random(7).shuffle((-20L until 20L).toList)
+    timestamps.foreach(k => store.put(key(k), value(k), "ordered"))
+    val expected = ((0L until 10L) ++ (20L until 100L)).map(k => k -> (if (k == 5) 500L else k))
+      .toMap
+    def roundTrips(): Long = p.metrics().customMetrics.collectFirst {
+      case (metric, value) if metric.name == "pyrocks.round_trips" => value
+    }.getOrElse(throw new AssertionError("no pyrocks.round_trips metric"))
+    val before = roundTrips()
+    val it = store.iterator()
+    val seen = scala.collection.mutable.Map.empty[Long, Long]
+    while (it.hasNext) {
+      val pair = it.next()
+      seen(pair.key.getLong(0)) = pair.value.getLong(0)
+      store.remove(pair.key) // as session windows and joins evict while they scan
+    }
+    expect(roundTrips() - before == 1, s"the full scan asked the worker " +
+      s"${roundTrips() - before - 1} times (the cache knows every key)")
+    expect(seen.toMap == expected, s"the full scan missed ${(expected.keySet -- seen.keySet)
+      .toSeq.sorted}, added ${(seen.keySet -- expected.keySet).toSeq.sorted}, changed " +
+      s"${expected.filter { case (k, v) => seen.get(k).exists(_ != v) }.keys}")
+    val after = store.iterator()
+    expect(!after.hasNext, s"removed while scanning, yet listed: ${after.next().key.getLong(0)}")
+    val ordered = store.iterator("ordered").map(_.key.getLong(0)).toList
+    expect(ordered == timestamps.sorted, s"the range-scan family listed $ordered")
+    store.abort()
+    p.close()
+  }
+
   /** A new connection is a new working copy: nothing learned from the old one answers. */
   def reconnectInvalidatesCache(f: Fixture): Unit = {
     import f._
@@ -108,7 +197,7 @@ object CacheChecks {
       org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec(keySchema),
       useMultipleValuesPerKey = false, isInternal = false)
     p.put(DefaultCf, bytes("cf\u0000k"), bytes("default"), multipleValues = false, None)
-    val got = p.get("cf", bytes("k"), multipleValues = false)
+    val got = p.get("cf", bytes("k"), multipleValues = false, prefix = None)
     expect(got.isEmpty, s"family cf's key k answered with ${got.map(new String(_, UTF_8))}")
 
     p.put(DefaultCf, bytes("cf\u0000p1"), bytes("in default"), multipleValues = false,
