@@ -226,6 +226,26 @@ final class ListedScan(pairs: Array[(Array[Byte], Array[Byte])]) extends KeyValu
   override def close(): Unit = {}
 }
 
+/** A scan that starts (`start`) when its first pair is asked for: one never read costs
+ * nothing. */
+final class DeferredScan(start: () => KeyValueScan) extends KeyValueScan {
+  private var started: KeyValueScan = null
+  private var closed = false
+
+  private def scan: KeyValueScan = {
+    if (started == null) started = start()
+    started
+  }
+
+  override def hasNext: Boolean = !closed && scan.hasNext
+  override def next(): (Array[Byte], Array[Byte]) =
+    if (closed) throw new NoSuchElementException("the scan was closed") else scan.next()
+  override def close(): Unit = {
+    closed = true
+    if (started != null) started.close()
+  }
+}
+
 /**
  * Streams a scan from the worker in chunks; the worker holds the RocksDB iterator. With
  * `onEnd`, it keeps what it returns (up to `ChunkedScan.MaxKeptBytes`) and hands it over if

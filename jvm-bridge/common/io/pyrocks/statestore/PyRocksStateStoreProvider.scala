@@ -262,20 +262,26 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   }
 
   /** A prefix scan the cache can answer costs no round trip; one it cannot teaches it. So
-   * does a full scan of a family whose readers take its keys in any order. */
+   * does a full scan of a family whose readers take its keys in any order; it starts when
+   * its first pair is asked for (Spark's dedup opens one every batch, and may never read
+   * it), and lists the state as of then, as the worker's scans do. */
   private[statestore] def scan(cf: String, mode: Byte, a: Array[Byte],
       b: Array[Byte]): KeyValueScan = synchronized {
-    val listed = mode match {
-      case Wire.ScanPrefix => cache.listing(cf, a)
-      case Wire.ScanAll if anyOrder(cf) => cache.everything(cf)
-      case _ => None
+    if (mode == Wire.ScanAll && anyOrder(cf)) new DeferredScan(() => synchronized {
+      cache.everything(cf).map(new ListedScan(_)).getOrElse(streamed(cf, mode, a, b))
+    })
+    else {
+      val listed = if (mode == Wire.ScanPrefix) cache.listing(cf, a) else None
+      listed.map(new ListedScan(_)).getOrElse(streamed(cf, mode, a, b))
     }
-    listed.map(new ListedScan(_)).getOrElse {
-      val startEpoch = cache.epoch
-      val learn = if (mode != Wire.ScanPrefix) None else Some { (pairs: Seq[(Array[Byte],
-          Array[Byte])]) => synchronized(cache.learnListing(cf, a, pairs, startEpoch)) }
-      new ChunkedScan(this, nextIteratorId(), mode, cfBytes(cf), a, b, learn)
-    }
+  }
+
+  /** A scan the worker answers, chunk by chunk; a prefix scan teaches the cache its listing. */
+  private def streamed(cf: String, mode: Byte, a: Array[Byte], b: Array[Byte]): KeyValueScan = {
+    val startEpoch = cache.epoch
+    val learn = if (mode != Wire.ScanPrefix) None else Some { (pairs: Seq[(Array[Byte],
+        Array[Byte])]) => synchronized(cache.learnListing(cf, a, pairs, startEpoch)) }
+    new ChunkedScan(this, nextIteratorId(), mode, cfBytes(cf), a, b, learn)
   }
 
   /** The default family of a store without range-scan keys serves Spark's classic operators
