@@ -211,7 +211,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   // ---- reads and writes: the read cache sits here ---------------------------------------
 
   private[statestore] def get(cf: String, key: Array[Byte], multipleValues: Boolean,
-      prefix: Option[Array[Byte]]): Option[Array[Byte]] = synchronized {
+      prefix: => Option[Array[Byte]]): Option[Array[Byte]] = synchronized {
     val known = if (multipleValues) None else cache.lookup(cf, key, prefix)
     known.getOrElse {
       val cfField = cfBytes(cf)

@@ -53,9 +53,10 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
 
   /** Some(Some(value)) or Some(None) if known (absent = None); None if the worker must say.
    * `prefix` is the key's scan prefix in a prefix-scan column family: a listing of it holds
-   * every key under it, so it answers for the key (a session's update after its scan). */
+   * every key under it, so it answers for the key (a session's update after its scan);
+   * computed only if nothing else answers. */
   def lookup(cf: String, key: Array[Byte],
-      prefix: Option[Array[Byte]] = None): Option[Option[Array[Byte]]] =
+      prefix: => Option[Array[Byte]] = None): Option[Option[Array[Byte]]] =
     if (!enabled) None else guarded {
       val k = cacheKey(cf, key)
       val known = entries.get(k)
