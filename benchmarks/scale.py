@@ -4,6 +4,7 @@ state at all.
     python -m benchmarks.scale                                  # 100k, 1M, 5M, 20M keys
     python -m benchmarks.scale --sizes 100k,1m --workloads aggregation
     python -m benchmarks.scale --quick                          # 20k and 100k keys, 2 rounds
+    python -m benchmarks.scale --sizes 5m --workloads sessions --jfr /tmp/jfr   # profiles
 
 For each workload and state size: fill batches (up to --fill-rows rows each) bring the state
 to that many keys, then --warmup + --rounds measured batches of --rows rows each touch it:
@@ -18,7 +19,10 @@ the executor's heap, the in-memory floor of state stores), and `stateless`: the 
 files alone through the same shuffle (repartition by the key) to the same noop sink, with no
 state operator: what a batch costs before any state store. Each (workload, size, provider)
 runs in a fresh interpreter and JVM (local[2], 8 shuffle partitions, 8g driver), which
-reports its peak RSS (JVM, and our workers); a run that fails (e.g. out of heap) is a result.
+reports its peak RSS (JVM, and our workers) and Spark's state operator metrics (task time in
+updates, removals, i.e. the eviction scan, and commits); a run that fails (e.g. out of
+heap) is a result. `--jfr DIR` records each run's JVM (driver and executor in local mode)
+with Java Flight Recorder: `jfr print --events jdk.ExecutionSample F.jfr`.
 
 Results: a table on stdout, `benchmarks/results/scale.json`, and the chart
 `benchmarks/results/scale.png` (median batch time against state size, one panel per
@@ -68,6 +72,7 @@ class Config:
     rounds: int
     timeout_s: float
     options: dict[str, str] = field(default_factory=dict)  # ours: configure(**options)
+    jfr_dir: str = ""  # a JFR recording of each run's JVM there (its executor: local mode)
 
 
 @dataclass
@@ -80,6 +85,9 @@ class Run:
     fill_s: float | None = None
     peak_jvm_mb: float | None = None
     peak_workers_mb: float | None = None
+    # Spark's state operator metrics, task-ms summed over a batch's tasks, median over the
+    # measured batches: where a batch's state time goes (removals = the eviction scan)
+    state_task_ms: dict[str, float] | None = None
     error: str | None = None
 
 
@@ -187,6 +195,11 @@ def run_child(spec: dict[str, Any]) -> Run:
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", "8g"))
+    if cfg.jfr_dir:
+        recording = Path(cfg.jfr_dir) / f"{run.workload}-{run.keys}-{run.provider}.jfr"
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"-XX:StartFlightRecording=filename={recording},"
+                                 "settings=profile")
     spark = configure(builder, localDir=str(work / "pool"), **cfg.options).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if run.provider != "stateless":
@@ -206,6 +219,8 @@ def run_child(spec: dict[str, Any]) -> Run:
             [int(p.durationMs.get("triggerExecution", 0)) for p in query.recentProgress
              if p.numInputRows > 0]
     measured = batches[-cfg.rounds:] if len(batches) >= cfg.warmup + cfg.rounds else []
+    if measured and run.provider != "stateless":
+        run.state_task_ms = state_task_ms(query.recentProgress[-cfg.rounds:])
     if run.error is None and not measured:
         run.error = f"saw {len(batches)} batches with input"
     run.batch_ms = measured
@@ -215,6 +230,15 @@ def run_child(spec: dict[str, Any]) -> Run:
     run.peak_jvm_mb, run.peak_workers_mb = round(sampler.peak_jvm), round(sampler.peak_workers)
     spark.stop()
     return run
+
+
+def state_task_ms(progress: Sequence[Any]) -> dict[str, float]:
+    """Median over `progress` (the measured batches) of each state metric, summed over the
+    batch's state operators."""
+    keys = ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs")
+    per_batch = [[json.loads(op.json) for op in p.stateOperators] for p in progress]
+    return {k: statistics.median(sum(op.get(k, 0) for op in ops) for ops in per_batch)
+            for k in keys}
 
 
 def spawn(cfg: Config, workload: str, keys: int, provider: str, base: Path,
@@ -404,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="re-render results/scale.json")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="one of our options for every run (e.g. readCacheMB=2g)")
+    parser.add_argument("--jfr", default="", metavar="DIR",
+                        help="record each run's JVM with Java Flight Recorder into DIR")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -417,7 +443,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = Config(tuple(parse_size(s) for s in args.sizes.split(",")),
                      tuple(args.workloads.split(",")), tuple(args.providers.split(",")),
                      args.rows, args.fill_rows, args.warmup, args.rounds, args.timeout,
-                     dict(o.split("=", 1) for o in args.option))
+                     dict(o.split("=", 1) for o in args.option),
+                     str(Path(args.jfr).resolve()) if args.jfr else "")
+        if args.jfr:
+            Path(args.jfr).mkdir(parents=True, exist_ok=True)
         unknown = (set(cfg.workloads) - set(WORKLOADS)) | (set(cfg.providers)
                                                             - set(PROVIDER_NAMES))
         if unknown:
