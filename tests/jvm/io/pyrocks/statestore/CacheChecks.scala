@@ -141,9 +141,7 @@ object CacheChecks {
     timestamps.foreach(k => store.put(key(k), value(k), "ordered"))
     val expected = ((0L until 10L) ++ (20L until 100L)).map(k => k -> (if (k == 5) 500L else k))
       .toMap
-    def roundTrips(): Long = p.metrics().customMetrics.collectFirst {
-      case (metric, value) if metric.name == "pyrocks.round_trips" => value
-    }.getOrElse(throw new AssertionError("no pyrocks.round_trips metric"))
+    def roundTrips(): Long = Fixture.customMetric(p, "pyrocks.round_trips")
     val before = roundTrips()
     val it = store.iterator()
     val seen = scala.collection.mutable.Map.empty[Long, Long]
@@ -165,9 +163,7 @@ object CacheChecks {
     p.close()
     val fresh = provider(root) // another working copy: its cache knows nothing
     val unread = fresh.getStore(1)
-    def freshTrips(): Long = fresh.metrics().customMetrics.collectFirst {
-      case (metric, value) if metric.name == "pyrocks.round_trips" => value
-    }.getOrElse(throw new AssertionError("no pyrocks.round_trips metric"))
+    def freshTrips(): Long = Fixture.customMetric(fresh, "pyrocks.round_trips")
     val opened = freshTrips()
     unread.iterator().close()
     expect(freshTrips() - opened == 1, s"a full scan never read asked the worker " +

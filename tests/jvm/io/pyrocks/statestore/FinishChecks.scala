@@ -32,9 +32,7 @@ object FinishChecks {
 
   /** Committed versions not yet covered by a published snapshot, as the worker counts them. */
   private def uploadLag(p: PyRocksStateStoreProvider): Long =
-    p.metrics().customMetrics.collectFirst {
-      case (metric, value) if metric.name == "pyrocks.upload_lag_versions" => value
-    }.getOrElse(throw new AssertionError("no pyrocks.upload_lag_versions metric"))
+    Fixture.customMetric(p, "pyrocks.upload_lag_versions")
 
   /** Every spelling of a checkpoint (or of its `state` directory) finishes its providers,
    * and only those: not a sibling whose name it prefixes, not a path that matches nothing. */

@@ -204,3 +204,10 @@ final class Fixture(val work: Path, python: String, pythonPath: String) {
     stat.substring(stat.lastIndexOf(')') + 2).takeWhile(_ != ' ')
   } catch { case _: java.io.IOException => "" }
 }
+
+object Fixture {
+  /** One of the provider's custom metrics (`pyrocks.*`), as the worker counts it now. */
+  def customMetric(p: PyRocksStateStoreProvider, name: String): Long =
+    p.metrics().customMetrics.collectFirst { case (m, v) if m.name == name => v }
+      .getOrElse(throw new AssertionError(s"no $name metric"))
+}
