@@ -219,8 +219,9 @@ def run_child(spec: dict[str, Any]) -> Run:
             [int(p.durationMs.get("triggerExecution", 0)) for p in query.recentProgress
              if p.numInputRows > 0]
     measured = batches[-cfg.rounds:] if len(batches) >= cfg.warmup + cfg.rounds else []
-    if measured and run.provider != "stateless":
-        run.state_task_ms = state_task_ms(query.recentProgress[-cfg.rounds:])
+    if measured and run.provider != "stateless":  # the measured batches, as batch_metrics
+        with_input = [p for p in query.recentProgress if p.numInputRows > 0 and p.stateOperators]
+        run.state_task_ms = state_task_ms(with_input[-cfg.rounds:])
     if run.error is None and not measured:
         run.error = f"saw {len(batches)} batches with input"
     run.batch_ms = measured
