@@ -39,6 +39,8 @@ FINISH = ("finish-query-matches-its-checkpoint-only",
 REPLAY = ("load-empty-publishes-a-first-version", "change-feed-lists-each-version-in-order",
           "replay-from-a-snapshot-equals-a-load")
 SCANS = ("range-scan-lists-keys-in-value-order",)
+KEY_LAYOUT = ("fixed-width-prefix-keys-are-sparks-bytes",
+              "prefix-scan-keys-trust-their-layout-only-once-it-matched")
 OPTIONS = ("sizes-and-durations-read-as-python-reads-them",
            "spark-memory-settings-read-as-python-reads-them",
            "spark-state-settings-reach-the-worker-and-unknown-ones-are-named")
@@ -85,6 +87,7 @@ GROUPS = {"read cache and key filter": CACHE,
           "finishing the stores of a stopped query": FINISH,
           "versions from nothing, the change feed, replay": REPLAY,
           "range scans": SCANS,
+          "prefix-scan keys built field by field": KEY_LAYOUT,
           "option values and Spark's settings": OPTIONS}
 
 

@@ -43,28 +43,38 @@ final class ColumnFamilyCodec(
     case _ => None
   }
 
+  /** Prefix-scan keys: Spark's layout, written field by field once it is shown to match. */
+  private val prefixKeys = (spec, sparkEncoder) match {
+    case (PrefixKeyScanStateEncoderSpec(schema, n), Some(enc)) =>
+      Some(new PrefixScanKeys(enc, schema, n))
+    case _ => None
+  }
+
   def supportsPrefixScan: Boolean = sparkEncoder.exists(_.supportPrefixKeyScan)
   def supportsRangeScan: Boolean = sparkEncoder.exists(RangeScanCompat.supported(_, spec))
 
-  def key(row: UnsafeRow): Array[Byte] = sparkEncoder match {
-    case Some(enc) => enc.encodeKey(row)
-    case None => ColumnFamilyCodec.copyOf(row)
+  def key(row: UnsafeRow): Array[Byte] = (prefixKeys, sparkEncoder) match {
+    case (Some(keys), _) => keys.key(row)
+    case (None, Some(enc)) => enc.encodeKey(row)
+    case (None, None) => ColumnFamilyCodec.copyOf(row)
   }
 
-  def prefix(row: UnsafeRow): Array[Byte] = sparkEncoder match {
-    case Some(enc) if enc.supportPrefixKeyScan => enc.encodePrefixKey(row)
-    case _ => throw new UnsupportedOperationException(
+  def prefix(row: UnsafeRow): Array[Byte] = prefixKeys match {
+    case Some(keys) => keys.prefix(row)
+    case None => throw new UnsupportedOperationException(
       s"prefix scan needs a PrefixKeyScanStateEncoderSpec; this column family uses $spec")
   }
 
   /** The encoded prefix a key row is found under by `prefixScan`, for prefix-scan specs: the
    * very bytes `prefix` gives for the key's prefix columns, so the two can never disagree. */
   def prefixOf(key: UnsafeRow): Option[Array[Byte]] =
-    prefixColumns.map(project => prefix(project(key)))
+    for (keys <- prefixKeys; project <- prefixColumns) yield keys.prefixOfKey(key, project(_))
 
-  def decodeKey(bytes: Array[Byte]): UnsafeRow = sparkEncoder match {
-    case Some(enc) => enc.decodeKey(bytes).copy() // the encoder reuses its result row
-    case None => row(bytes, 0, bytes.length, keyFields)
+  /** A row of its own (never reused by a later decode). */
+  def decodeKey(bytes: Array[Byte]): UnsafeRow = (prefixKeys, sparkEncoder) match {
+    case (Some(keys), _) => keys.decode(bytes)
+    case (None, Some(enc)) => enc.decodeKey(bytes).copy() // the encoder reuses its result row
+    case (None, None) => row(bytes, 0, bytes.length, keyFields)
   }
 
   private val idBytes = if (evolution.isDefined) 2 else 0

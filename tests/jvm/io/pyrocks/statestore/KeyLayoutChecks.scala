@@ -1,0 +1,125 @@
+package io.pyrocks.statestore
+
+import scala.util.Random
+
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.execution.streaming.state.{PrefixKeyScanStateEncoderSpec, RocksDBStateEncoder, UnsafeRowDataEncoder}
+import org.apache.spark.sql.types._
+
+/** Prefix-scan keys built field by field (FixedWidthKeys) are Spark's bytes: keys, prefixes
+ * and decoded rows equal what Spark's own encoder gives, on every fixed-width type, with
+ * nulls, odd floats and slots whose unused bytes hold garbage; a key of variable width never
+ * leaves Spark's encoder. */
+object KeyLayoutChecks {
+  val all: Map[String, Fixture => Unit] = Map(
+    "fixed-width-prefix-keys-are-sparks-bytes" -> fixedWidthKeysAreSparksBytes,
+    "prefix-scan-keys-trust-their-layout-only-once-it-matched" -> trustOnlyOnceMatched)
+
+  private val types: Seq[DataType] = Seq(LongType, IntegerType, BooleanType, DoubleType,
+    ShortType, FloatType, ByteType, DateType, TimestampType, TimestampNTZType,
+    DecimalType(18, 3), DecimalType(9, 0), DayTimeIntervalType(), YearMonthIntervalType())
+
+  private def schemaOf(fields: Seq[DataType]): StructType =
+    StructType(fields.zipWithIndex.map { case (t, i) => StructField(s"f$i", t) })
+
+  private def sparkEncoder(schema: StructType, prefix: Int) = {
+    val spec = PrefixKeyScanStateEncoderSpec(schema, prefix)
+    RocksDBStateEncoder.getKeyEncoder(
+      new UnsafeRowDataEncoder(spec, new StructType().add("v", LongType)), spec, false)
+  }
+
+  private def value(t: DataType, rnd: Random): Any = t match {
+    case LongType | TimestampType | TimestampNTZType | _: DayTimeIntervalType =>
+      Seq(Long.MinValue, Long.MaxValue, 0L, -1L, rnd.nextLong())(rnd.nextInt(5))
+    case IntegerType | DateType | _: YearMonthIntervalType =>
+      Seq(Int.MinValue, -1, 0, rnd.nextInt())(rnd.nextInt(4))
+    case BooleanType => rnd.nextBoolean()
+    case DoubleType => Seq(Double.NaN, -0.0, 0.0, Double.NegativeInfinity, rnd.nextGaussian())(
+      rnd.nextInt(5))
+    case FloatType => Seq(Float.NaN, -0.0f, Float.MinPositiveValue, rnd.nextFloat())(
+      rnd.nextInt(4))
+    case ShortType => rnd.nextInt().toShort
+    case ByteType => rnd.nextInt().toByte
+    case d: DecimalType =>
+      Decimal(BigDecimal(rnd.nextLong() % math.pow(10, d.precision - 1).toLong, d.scale),
+        d.precision, d.scale)
+  }
+
+  /** A key row of `schema`, a field in five null; narrow fields first hold -1 in their whole
+   * slot (UnsafeRow's setters of narrow types leave the rest of the slot as it was). */
+  private def keyRow(schema: StructType, rnd: Random): UnsafeRow = {
+    val in = new GenericInternalRow(schema.length)
+    schema.fields.zipWithIndex.foreach { case (f, i) =>
+      if (rnd.nextInt(5) != 0) in.update(i, value(f.dataType, rnd))
+    }
+    val row = UnsafeProjection.create(schema)(in).copy()
+    schema.fields.zipWithIndex.foreach { case (f, i) =>
+      if (!row.isNullAt(i)) f.dataType match {
+        case IntegerType | DateType | _: YearMonthIntervalType =>
+          val v = row.getInt(i); row.setLong(i, -1L); row.setInt(i, v)
+        case ShortType => val v = row.getShort(i); row.setLong(i, -1L); row.setShort(i, v)
+        case ByteType => val v = row.getByte(i); row.setLong(i, -1L); row.setByte(i, v)
+        case _ =>
+      }
+    }
+    row
+  }
+
+  private def hex(bytes: Array[Byte]): String = bytes.map("%02x".format(_)).mkString
+
+  def fixedWidthKeysAreSparksBytes(f: Fixture): Unit = {
+    import f._
+    val rnd = new Random(20261125)
+    val schemas = Seq(schemaOf(types), schemaOf(Seq(LongType, TimestampType)),
+      schemaOf(Seq.fill(70)(LongType)) /* two bitset words */) ++
+      Seq.fill(20)(schemaOf(Seq.fill(1 + rnd.nextInt(8))(types(rnd.nextInt(types.length)))))
+    for (schema <- schemas; prefix <- 1 until schema.length) {
+      val spark = sparkEncoder(schema, prefix)
+      val project = UnsafeProjection.create(schema.fields.take(prefix).zipWithIndex.map {
+        case (field, i) => BoundReference(i, field.dataType, field.nullable)
+      }.toSeq)
+      val sample = spark.encodeKey(keyRow(schema, rnd))
+      val ours = FixedWidthKeys.of(schema, prefix, sample(4)).getOrElse(
+        throw new AssertionError(s"no fixed-width layout for $schema"))
+      for (_ <- 1 to 200) {
+        val row = keyRow(schema, rnd)
+        val theirs = spark.encodeKey(row)
+        expect(java.util.Arrays.equals(ours.key(row), theirs),
+          s"key of $row ($schema, prefix $prefix): ${hex(ours.key(row))} != ${hex(theirs)}")
+        val theirPrefix = spark.encodePrefixKey(project(row))
+        expect(java.util.Arrays.equals(ours.prefixOf(row), theirPrefix),
+          s"prefix of $row: ${hex(ours.prefixOf(row))} != ${hex(theirPrefix)}")
+        expect(java.util.Arrays.equals(ours.prefix(project(row)), theirPrefix),
+          s"prefix of ${project(row)}: ${hex(ours.prefix(project(row)))}")
+        val decoded = spark.decodeKey(theirs)
+        expect(ours.decode(theirs).exists(_ == decoded),
+          s"decode of ${hex(theirs)}: ${ours.decode(theirs)} != $decoded")
+      }
+    }
+    val strings = new StructType().add("s", StringType).add("t", LongType)
+    expect(!FixedWidthKeys.eligible(strings, 1), "a string key took the fixed-width layout")
+  }
+
+  def trustOnlyOnceMatched(f: Fixture): Unit = {
+    import f._
+    val schema = schemaOf(Seq(LongType, TimestampType))
+    val keys = new PrefixScanKeys(sparkEncoder(schema, 1), schema, 1)
+    val rnd = new Random(7)
+    (1 to PrefixScanKeys.Checks - 1).foreach(_ => keys.key(keyRow(schema, rnd)))
+    expect(!keys.ownLayout, s"trusted after ${PrefixScanKeys.Checks - 1} matches")
+    keys.key(keyRow(schema, rnd))
+    expect(keys.ownLayout, s"not trusted after ${PrefixScanKeys.Checks} matches")
+    val row = keyRow(schema, rnd)
+    expect(keys.decode(keys.key(row)) == sparkEncoder(schema, 1).decodeKey(keys.key(row)),
+      s"the trusted layout decodes $row otherwise than Spark")
+    val strings = new StructType().add("s", StringType).add("t", LongType)
+    val stringKeys = new PrefixScanKeys(sparkEncoder(strings, 1), strings, 1)
+    val in = new GenericInternalRow(2)
+    (1 to 2 * PrefixScanKeys.Checks).foreach { i =>
+      in.update(0, org.apache.spark.unsafe.types.UTF8String.fromString(s"user$i"))
+      in.update(1, i.toLong)
+      stringKeys.key(UnsafeProjection.create(strings)(in))
+    }
+    expect(!stringKeys.ownLayout, "a string key left Spark's encoder")
+  }
+}
