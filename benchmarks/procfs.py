@@ -28,6 +28,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * TICK_SECONDS  # utime, stime
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds per thread kind of a process (its threads' names, digits dropped: a JVM's
+    "Executor task launch worker", "C2 CompilerThread", "GC Thread#", ...)."""
+    spent: dict[str, float] = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return spent
+    for task in tasks:
+        try:
+            name, fields = (task / "stat").read_text().split("(", 1)[1].rsplit(")", 1)
+        except (OSError, ValueError):
+            continue
+        kind = name.rstrip("0123456789#- ").strip() or name
+        values = fields.split()
+        spent[kind] = spent.get(kind, 0.0) + (int(values[11]) + int(values[12])) * TICK_SECONDS
+    return spent
+
+
 def children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
