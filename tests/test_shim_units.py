@@ -27,7 +27,10 @@ CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
          "key-filter-charged-to-budget", "key-filter-dropped-under-pressure",
          "key-filter-growth-never-overflows", "a-store-loaded-empty-knows-every-key-absent",
          "a-prefix-listing-answers-for-its-keys",
-         "a-complete-cache-answers-full-scans-of-the-default-family")
+         "a-complete-cache-answers-full-scans-of-the-default-family",
+         "a-complete-cache-answers-full-scans-of-a-prefix-family")
+PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignore-later-writes",
+          "prefix-records-keep-their-keys-in-order")
 WRITERS = ("second-writer-waits-then-fails", "second-writer-never-mixes-writes",
            "reader-waits-for-writer", "abort-always-leaves-store-aborted",
            "interrupt-is-not-a-dead-worker", "open-spec-names-query-and-writer")
@@ -82,6 +85,7 @@ def checks(tmp_path_factory: pytest.TempPathFactory) -> ShimChecks:
 
 
 GROUPS = {"read cache and key filter": CACHE,
+          "the read cache's packed storage": PACKED,
           "one writer per working copy, abort, interrupts": WRITERS,
           "deadlines": DEADLINES,
           "finishing the stores of a stopped query": FINISH,

@@ -70,12 +70,17 @@ final class ColumnFamilyCodec(
   def prefixOf(key: UnsafeRow): Option[Array[Byte]] =
     for (keys <- prefixKeys; project <- prefixColumns) yield keys.prefixOfKey(key, project(_))
 
-  /** A row of its own (never reused by a later decode). */
-  def decodeKey(bytes: Array[Byte]): UnsafeRow = (prefixKeys, sparkEncoder) match {
-    case (Some(keys), _) => keys.decode(bytes)
-    case (None, Some(enc)) => enc.decodeKey(bytes).copy() // the encoder reuses its result row
-    case (None, None) => row(bytes, 0, bytes.length, keyFields)
-  }
+  /** A row never reused by a later decode. */
+  def decodeKey(bytes: Array[Byte]): UnsafeRow = decodeKey(bytes, 0, bytes.length)
+
+  /** The key `bytes(at until at + length)`, which never change (a row may point into them). */
+  def decodeKey(bytes: Array[Byte], at: Int, length: Int): UnsafeRow =
+    (prefixKeys, sparkEncoder) match {
+      case (Some(keys), _) => keys.decode(bytes, at, length)
+      case (None, Some(enc)) => // the encoder reuses its result row
+        enc.decodeKey(java.util.Arrays.copyOfRange(bytes, at, at + length)).copy()
+      case (None, None) => row(bytes, at, length, keyFields)
+    }
 
   private val idBytes = if (evolution.isDefined) 2 else 0
 
@@ -98,14 +103,19 @@ final class ColumnFamilyCodec(
     buf
   }
 
-  def decodeValue(bytes: Array[Byte]): UnsafeRow =
-    if (multipleValues) decodeValues(bytes).headOption.orNull
-    else valueRow(bytes, 0, bytes.length)
+  def decodeValue(bytes: Array[Byte]): UnsafeRow = decodeValue(bytes, 0, bytes.length)
 
-  def decodeValues(bytes: Array[Byte]): Seq[UnsafeRow] = {
-    if (!multipleValues) return Seq(valueRow(bytes, 0, bytes.length))
+  /** The value `bytes(at until at + length)`, which never change (the row points into them). */
+  def decodeValue(bytes: Array[Byte], at: Int, length: Int): UnsafeRow =
+    if (multipleValues) decodeValues(bytes, at, length).headOption.orNull
+    else valueRow(bytes, at, length)
+
+  def decodeValues(bytes: Array[Byte]): Seq[UnsafeRow] = decodeValues(bytes, 0, bytes.length)
+
+  def decodeValues(bytes: Array[Byte], at: Int, length: Int): Seq[UnsafeRow] = {
+    if (!multipleValues) return Seq(valueRow(bytes, at, length))
     val rows = ArrayBuffer.empty[UnsafeRow]
-    val buf = ByteBuffer.wrap(bytes)
+    val buf = ByteBuffer.wrap(bytes, at, length)
     while (buf.remaining() >= 4) {
       val len = buf.getInt()
       rows += valueRow(bytes, buf.position(), len)

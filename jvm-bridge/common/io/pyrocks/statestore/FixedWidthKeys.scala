@@ -52,17 +52,18 @@ final class FixedWidthKeys private (widths: Array[Int], prefixFields: Int, versi
     out
   }
 
-  /** The full key row of a key, in an array of its own; None if `bytes` is not this layout. */
-  def decode(bytes: Array[Byte]): Option[UnsafeRow] =
-    if (bytes.length != restStart + 1 + restRow) None
+  /** The full key row of the key `bytes(at until at + length)`, in an array of its own;
+   * null if those bytes are not this layout. */
+  def decode(bytes: Array[Byte], at: Int, length: Int): UnsafeRow =
+    if (length != restStart + 1 + restRow) null
     else {
       val out = new Array[Byte](rowBytes(fields))
       val rest = fields - prefixFields
-      copyFields(pointTo(bytes, HeadBytes, prefixFields, prefixRow), 0, 0, prefixFields, out, 0,
-        fields, 0)
-      copyFields(pointTo(bytes, restStart + 1, rest, restRow), 0, prefixFields, rest, out, 0,
-        fields, prefixFields)
-      Some(pointTo(out, 0, fields, out.length))
+      copyFields(pointTo(bytes, at + HeadBytes, prefixFields, prefixRow), 0, 0, prefixFields,
+        out, 0, fields, 0)
+      copyFields(pointTo(bytes, at + restStart + 1, rest, restRow), 0, prefixFields, rest, out,
+        0, fields, prefixFields)
+      pointTo(out, 0, fields, out.length)
     }
 
   private def head(out: Array[Byte], rowLength: Int): Unit = {
@@ -186,13 +187,16 @@ final class PrefixScanKeys(spark: RocksDBKeyStateEncoder, schema: StructType,
     if (fast != null) fast.prefixOf(key) else prefix(project(key))
   }
 
-  def decode(bytes: Array[Byte]): UnsafeRow = {
+  /** The key `bytes(at until at + length)` as a row of its own. */
+  def decode(bytes: Array[Byte], at: Int, length: Int): UnsafeRow = {
     val fast = trusted
-    val ours = if (fast != null) fast.decode(bytes) else None
-    ours.getOrElse {
-      val theirs = spark.decodeKey(bytes).copy() // Spark's encoder reuses its result row
-      if (fast == null && bytes.length > 4) {
-        check(bytes(4), theirs.getBytes, _.decode(bytes).map(_.getBytes).orNull)
+    val ours = if (fast != null) fast.decode(bytes, at, length) else null
+    if (ours != null) ours
+    else {
+      val key = java.util.Arrays.copyOfRange(bytes, at, at + length)
+      val theirs = spark.decodeKey(key).copy() // Spark's encoder reuses its result row
+      if (fast == null && length > 4) {
+        check(key(4), theirs.getBytes, l => Option(l.decode(key, 0, length)).map(_.getBytes).orNull)
       }
       theirs
     }

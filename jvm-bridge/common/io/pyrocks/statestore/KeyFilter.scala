@@ -63,14 +63,11 @@ final class KeyFilter(initialCapacity: Int = 1 << 14, maxBits: Long = KeyFilter.
     blooms += new Bloom(blooms.last.capacity * KeyFilter.Growth)
   }
 
-  /** Adds to the newest filter, even if it is already full (it only gets less selective). */
-  def add(key: CacheKey): Unit = blooms.last.add(key.hashCode, key.secondHash)
+  /** Adds a key by its two hashes (`CacheKey`) to the newest filter, even if that is already
+   * full (it only gets less selective). */
+  def add(h1: Int, h2: Int): Unit = blooms.last.add(h1, h2)
 
-  def mightContain(key: CacheKey): Boolean = {
-    val h1 = key.hashCode
-    val h2 = key.secondHash
-    blooms.exists(_.mightContain(h1, h2))
-  }
+  def mightContain(h1: Int, h2: Int): Boolean = blooms.exists(_.mightContain(h1, h2))
 
   def bytes: Long = blooms.map(_.bytes).sum
 }

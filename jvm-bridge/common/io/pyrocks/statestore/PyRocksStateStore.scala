@@ -48,7 +48,7 @@ class PyRocksStateStore(
 
   override def valuesIterator(key: UnsafeRow, colFamilyName: String): Iterator[UnsafeRow] = {
     val codec = provider.codec(colFamilyName)
-    provider.get(colFamilyName, codec.key(key), codec.multipleValues, prefix = None)
+    provider.get(colFamilyName, codec.key(key), codec.multipleValues, codec.prefixOf(key))
       .map(codec.decodeValues).getOrElse(Nil).iterator
   }
 
@@ -78,16 +78,23 @@ class PyRocksStateStore(
     scan(cf, ScanRange, bound(startKey), bound(endKey), multi = false)
   }
 
+  /** Rows decoded from the scan's bytes in place: a value row points into the chunk or
+   * cache page the pair is in (neither ever changes), so a pair costs its key's decoding. */
   private def scan(cf: String, mode: Byte, a: Array[Byte], b: Array[Byte],
       multi: Boolean): StateStoreIterator[UnsafeRowPair] = {
     val codec = provider.codec(cf)
-    val chunks = provider.scan(cf, mode, a, b)
-    val pairs = chunks.flatMap { case (k, v) =>
-      val key = codec.decodeKey(k)
-      if (multi) codec.decodeValues(v).iterator.map(new UnsafeRowPair(key, _))
-      else Iterator.single(new UnsafeRowPair(key, codec.decodeValue(v)))
+    val scan = provider.scan(cf, mode, a, b)
+    val pairs = scan.iterator.flatMap { at =>
+      val key = codec.decodeKey(at.keyBytes, at.keyAt, at.keyLength)
+      if (multi) {
+        codec.decodeValues(at.valueBytes, at.valueAt, at.valueLength).iterator
+          .map(new UnsafeRowPair(key, _))
+      } else {
+        Iterator.single(new UnsafeRowPair(key,
+          codec.decodeValue(at.valueBytes, at.valueAt, at.valueLength)))
+      }
     }
-    new StateStoreIterator(pairs, () => chunks.close())
+    new StateStoreIterator(pairs, () => scan.close())
   }
 
   override def allColumnFamilyNames: Set[String] = provider.columnFamilies()
@@ -213,16 +220,56 @@ class PyRocksStateStore(
   }
 }
 
-/** Raw (key, value) pairs of a scan, in the worker's key order; `close` ends it early. */
-trait KeyValueScan extends Iterator[(Array[Byte], Array[Byte])] {
+/**
+ * A scan's (key, value) pairs, one at a time (`advance`), each a slice of arrays that never
+ * change once the scan hands them out (a chunk from the worker, a page of the read cache), so
+ * a row may point into them with no copy; in the worker's key order unless the scan says
+ * otherwise. `close` ends it early.
+ */
+trait KeyValueScan {
+  /** Moves to the next pair; false when there is none. */
+  def advance(): Boolean
+  def keyBytes: Array[Byte]
+  def keyAt: Int
+  def keyLength: Int
+  def valueBytes: Array[Byte]
+  def valueAt: Int
+  def valueLength: Int
   def close(): Unit
+
+  def key(): Array[Byte] = java.util.Arrays.copyOfRange(keyBytes, keyAt, keyAt + keyLength)
+  def value(): Array[Byte] =
+    java.util.Arrays.copyOfRange(valueBytes, valueAt, valueAt + valueLength)
+
+  /** The scan as an iterator of itself, one step per pair. */
+  def iterator: Iterator[KeyValueScan] = new Iterator[KeyValueScan] {
+    private var ready = false
+    private var more = true
+    override def hasNext: Boolean = {
+      if (!ready && more) { more = advance(); ready = true }
+      more
+    }
+    override def next(): KeyValueScan = {
+      if (!hasNext) throw new NoSuchElementException("end of state store scan")
+      ready = false
+      KeyValueScan.this
+    }
+  }
+
+  /** The pairs in arrays of their own. */
+  def pairs: Iterator[(Array[Byte], Array[Byte])] = iterator.map(at => (at.key(), at.value()))
 }
 
-/** A scan answered from the read cache's prefix listing: no round trip. */
-final class ListedScan(pairs: Array[(Array[Byte], Array[Byte])]) extends KeyValueScan {
-  private val it = pairs.iterator
-  override def hasNext: Boolean = it.hasNext
-  override def next(): (Array[Byte], Array[Byte]) = it.next()
+/** A scan over pairs already in arrays of their own (a prefix's listing): no round trip. */
+final class ListedScan(pairs: Iterator[(Array[Byte], Array[Byte])]) extends KeyValueScan {
+  private var current: (Array[Byte], Array[Byte]) = _
+  override def advance(): Boolean = pairs.hasNext && { current = pairs.next(); true }
+  override def keyBytes: Array[Byte] = current._1
+  override def keyAt: Int = 0
+  override def keyLength: Int = current._1.length
+  override def valueBytes: Array[Byte] = current._2
+  override def valueAt: Int = 0
+  override def valueLength: Int = current._2.length
   override def close(): Unit = {}
 }
 
@@ -232,14 +279,16 @@ final class DeferredScan(start: () => KeyValueScan) extends KeyValueScan {
   private var started: KeyValueScan = null
   private var closed = false
 
-  private def scan: KeyValueScan = {
+  override def advance(): Boolean = !closed && {
     if (started == null) started = start()
-    started
+    started.advance()
   }
-
-  override def hasNext: Boolean = !closed && scan.hasNext
-  override def next(): (Array[Byte], Array[Byte]) =
-    if (closed) throw new NoSuchElementException("the scan was closed") else scan.next()
+  override def keyBytes: Array[Byte] = started.keyBytes
+  override def keyAt: Int = started.keyAt
+  override def keyLength: Int = started.keyLength
+  override def valueBytes: Array[Byte] = started.valueBytes
+  override def valueAt: Int = started.valueAt
+  override def valueLength: Int = started.valueLength
   override def close(): Unit = {
     closed = true
     if (started != null) started.close()
@@ -260,51 +309,58 @@ final class ChunkedScan(
     b: Array[Byte],
     onEnd: Option[Seq[(Array[Byte], Array[Byte])] => Unit] = None) extends KeyValueScan {
 
-  private var chunk: ByteBuffer = open()
-  private var more: Boolean = chunk.get() == 1
+  private var chunk: Array[Byte] = open()
+  private var more: Boolean = chunk(0) == 1
+  private var position = 1 // of the next pair in `chunk`
   private var closed = false
+  var keyAt = 0
+  var keyLength = 0
+  var valueAt = 0
+  var valueLength = 0
+  override def keyBytes: Array[Byte] = chunk
+  override def valueBytes: Array[Byte] = chunk
 
-  private def open(): ByteBuffer = {
+  private def open(): Array[Byte] = {
     val body = ByteBuffer.allocate(4 + 1 + 2 + cf.length + 4 + a.length + 4 + b.length)
       .putInt(iteratorId).put(mode).putShort(cf.length.toShort).put(cf)
       .putInt(a.length).put(a).putInt(b.length).put(b).array()
-    ByteBuffer.wrap(provider.request(Wire.IterOpen, body))
+    provider.request(Wire.IterOpen, body)
   }
 
   private var kept = onEnd.map(_ => scala.collection.mutable.ArrayBuffer.empty[
     (Array[Byte], Array[Byte])])
   private var keptBytes = 0L
 
-  override def hasNext: Boolean = {
-    if (!chunk.hasRemaining && more && !closed) {
-      chunk = ByteBuffer.wrap(provider.request(Wire.IterNext,
-        ByteBuffer.allocate(4).putInt(iteratorId).array()))
-      more = chunk.get() == 1
+  override def advance(): Boolean = {
+    if (position >= chunk.length && more && !closed) {
+      chunk = provider.request(Wire.IterNext, ByteBuffer.allocate(4).putInt(iteratorId).array())
+      more = chunk(0) == 1
+      position = 1
     }
-    val has = chunk.hasRemaining
-    if (!has && !more) handOver()
-    has
+    if (position >= chunk.length) {
+      handOver()
+      false
+    } else {
+      keyLength = int(position)
+      keyAt = position + 4
+      valueLength = int(keyAt + keyLength)
+      valueAt = keyAt + keyLength + 4
+      position = valueAt + valueLength
+      kept.foreach { buf =>
+        keptBytes += keyLength + valueLength
+        if (keptBytes <= ChunkedScan.MaxKeptBytes) buf += ((key(), value())) else kept = None
+      }
+      true
+    }
   }
 
-  override def next(): (Array[Byte], Array[Byte]) = {
-    if (!hasNext) throw new NoSuchElementException("end of state store scan")
-    val pair = (take(), take())
-    kept.foreach { buf =>
-      keptBytes += pair._1.length + pair._2.length
-      if (keptBytes <= ChunkedScan.MaxKeptBytes) buf += pair else kept = None
-    }
-    pair
-  }
+  private def int(at: Int): Int = // big-endian, as the worker packs it
+    (chunk(at) & 0xff) << 24 | (chunk(at + 1) & 0xff) << 16 | (chunk(at + 2) & 0xff) << 8 |
+      (chunk(at + 3) & 0xff)
 
-  private def handOver(): Unit = for (f <- onEnd; pairs <- kept) {
+  private def handOver(): Unit = if (!more) for (f <- onEnd; pairs <- kept) {
     kept = None
     f(pairs.toSeq)
-  }
-
-  private def take(): Array[Byte] = {
-    val bytes = new Array[Byte](chunk.getInt())
-    chunk.get(bytes)
-    bytes
   }
 
   /** Lets the worker drop its iterator early when the caller stops before the end. */
@@ -315,6 +371,6 @@ final class ChunkedScan(
 }
 
 object ChunkedScan {
-  /** Larger listings are not worth the cache's memory: such a scan just streams. */
-  val MaxKeptBytes: Long = 4L << 20
+  /** Larger listings are not kept by the read cache (PrefixRecord): such a scan just streams. */
+  val MaxKeptBytes: Long = PrefixRecord.MaxBytes
 }

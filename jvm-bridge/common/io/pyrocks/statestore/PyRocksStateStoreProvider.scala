@@ -130,7 +130,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       new ChunkedScan(this, nextIteratorId(), Wire.ScanChanges, cfBytes(cf), version(startVersion),
         version(endVersion))
     }
-    val changes = scan.map { case (head, value) =>
+    val changes = scan.pairs.map { case (head, value) =>
       val fields = ByteBuffer.wrap(head)
       val changed = fields.getLong()
       val op = fields.get()
@@ -210,8 +210,10 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 
   // ---- reads and writes: the read cache sits here ---------------------------------------
 
+  /** `prefix`: the key's scan prefix in a prefix-scan column family (where the read cache
+   * keeps the key). */
   private[statestore] def get(cf: String, key: Array[Byte], multipleValues: Boolean,
-      prefix: => Option[Array[Byte]]): Option[Array[Byte]] = synchronized {
+      prefix: Option[Array[Byte]]): Option[Array[Byte]] = synchronized {
     val known = if (multipleValues) None else cache.lookup(cf, key, prefix)
     known.getOrElse {
       val cfField = cfBytes(cf)
@@ -220,7 +222,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       val answer = request(Wire.Get, body)
       val value =
         if (answer(0) == 0) None else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
-      if (!multipleValues) cache.remember(cf, key, value.orNull)
+      if (!multipleValues) cache.remember(cf, key, value.orNull, prefix)
       value
     }
   }
@@ -268,11 +270,11 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   private[statestore] def scan(cf: String, mode: Byte, a: Array[Byte],
       b: Array[Byte]): KeyValueScan = synchronized {
     if (mode == Wire.ScanAll && anyOrder(cf)) new DeferredScan(() => synchronized {
-      cache.everything(cf).map(new ListedScan(_)).getOrElse(streamed(cf, mode, a, b))
+      cache.everything(cf).getOrElse(streamed(cf, mode, a, b))
     })
     else {
       val listed = if (mode == Wire.ScanPrefix) cache.listing(cf, a) else None
-      listed.map(new ListedScan(_)).getOrElse(streamed(cf, mode, a, b))
+      listed.map(pairs => new ListedScan(pairs.iterator)).getOrElse(streamed(cf, mode, a, b))
     }
   }
 

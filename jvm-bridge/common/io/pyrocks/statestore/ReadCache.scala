@@ -5,8 +5,8 @@ import java.util.concurrent.atomic.AtomicLong
 /**
  * Answers gets in the JVM, saving the round trip to the worker, and stays exactly equal to
  * what the worker would answer. Invariants, each enforced where noted:
- *  - an entry is either a value or "absent" (a null), learned from the worker or from this
- *    store's own writes (`remember`), so it equals the worker's answer at that moment;
+ *  - an entry is either a value or "absent", learned from the worker or from this store's
+ *    own writes (`remember`), so it equals the worker's answer at that moment;
  *  - every write of the key through this store updates the entry (`remember`) or drops it
  *    (`forget`), so it stays equal afterwards;
  *  - the cache belongs to one committed version and one working copy: it is kept across a
@@ -19,16 +19,19 @@ import java.util.concurrent.atomic.AtomicLong
  *  - `filter` holds every key written since the store was empty (the same lineage rule), and
  *    survives the cache starting over: a key it has never seen is absent, without asking.
  *    It also holds the prefix of every such key (for prefix-scan column families), so a
- *    prefix it has never seen has an empty listing. Its memory is charged to the budget
+ *    prefix it has never seen has nothing under it. Its memory is charged to the budget
  *    (`filterBytes`); a growth that does not fit drops it for good (until the store is
  *    empty again), so lookups then ask the worker: it is never wrong, only gone;
- *  - a (column family, key) pair has one `CacheKey` and no other pair has the same one:
- *    each family's keys and each family's scan prefixes have their own `space`;
- *  - a prefix listing holds EVERY key under its prefix, in the worker's (unsigned bytewise)
- *    order: it is learned only from a scan that ran to its end with no write in between
- *    (`epoch` unchanged, checked in `learnListing`), and every later write of a key under the
- *    prefix updates it (`remember`) or drops it (`forget`); anything that drops point
- *    entries drops listings too. So a listing answers `lookup` for any key under it.
+ *  - a family's keys live in its own `space`, its scan prefixes in the next: no (column
+ *    family, key) pair can stand for another however the bytes look;
+ *  - in a prefix-scan family every entry lives in its prefix's record (`PrefixRecord`), in
+ *    the worker's (unsigned bytewise) order. A record is *listed* when it holds EVERY key
+ *    under its prefix: learned from a scan that ran to its end with no write in between
+ *    (`epoch` unchanged, checked in `learnListing`), or started when nothing could be under
+ *    the prefix (the cache complete, or the filter never saw the prefix), and kept so by
+ *    every later write under the prefix. A listed record answers `lookup` for any key under
+ *    it and `listing` for its prefix; anything that drops an entry drops its record.
+ * Storage is `PackedEntries`: records in pages, no object per entry.
  * Memory: all caches of a JVM share one budget. A cache that would exceed it first takes
  * memory back from the least recently used caches that no task is using (`CacheBudget.
  * reclaim`: a finished or idle query must not starve a running one), and only if that is
@@ -38,12 +41,11 @@ import java.util.concurrent.atomic.AtomicLong
 final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () => new KeyFilter()) {
   private val lock = new java.util.concurrent.locks.ReentrantLock()
   @volatile private var lastUsedNanos = System.nanoTime()
-  // A key known absent maps to `ReadCache.Absent`, never to null, so that one hash lookup
-  // answers both "known?" and "what?" (gets and puts are the hot path).
-  private val entries = new java.util.HashMap[CacheKey, Array[Byte]]()
-  private val listings = new java.util.HashMap[CacheKey, ReadCache.Listing]()
+  private val entries = new PackedEntries(new PackedEntries.Memory {
+    def reserve(bytes: Long): Boolean = ReadCache.this.reserve(bytes)
+    def release(bytes: Long): Unit = budget.release(bytes)
+  }, CacheKey.hash)
   private var writesSeen = 0L
-  private var bytes = 0L
   private var complete = false
   private var filter: Option[KeyFilter] = None
   private var filterBytes = 0L // charged to the budget while `filter` is set
@@ -52,17 +54,22 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   private val enabled = budget.limitBytes > 0 // readCacheMB=0: every get asks the worker
 
   /** Some(Some(value)) or Some(None) if known (absent = None); None if the worker must say.
-   * `prefix` is the key's scan prefix in a prefix-scan column family: a listing of it holds
-   * every key under it, so it answers for the key (a session's update after its scan);
-   * computed only if nothing else answers. */
+   * `prefix`: the key's scan prefix, for a key of a prefix-scan column family. */
   def lookup(cf: String, key: Array[Byte],
-      prefix: => Option[Array[Byte]] = None): Option[Option[Array[Byte]]] =
+      prefix: Option[Array[Byte]] = None): Option[Option[Array[Byte]]] =
     if (!enabled) None else guarded {
-      val k = cacheKey(cf, key)
-      val known = entries.get(k)
-      if (known ne null) Some(if (known eq ReadCache.Absent) None else Some(known))
-      else if (complete || filter.exists(f => !f.mightContain(k))) Some(None)
-      else prefix.flatMap(p => Option(listings.get(prefixKey(cf, p)))).map(_.get(key))
+      val space = spaceOf(cf)
+      val known = prefix match {
+        case None =>
+          val at = entries.find(space, key, CacheKey.hash(key, space))
+          if (at >= 0) Some(Option(entries.value(at))) else None
+        case Some(p) =>
+          val at = record(space + 1, p)
+          if (at < 0) None
+          else PrefixRecord.lookup(entries.page(at), entries.valueAt(at),
+            entries.valueAt(at) + entries.valueLength(at), key)
+      }
+      known.orElse(if (complete || provenAbsent(key, space)) Some(None) else None)
     }
 
   /** Changes whenever something this cache knows may have changed: a scan that started at
@@ -72,37 +79,35 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   /** Every (key, value) under `prefix`, in scan order, if known without asking the worker. */
   def listing(cf: String, prefix: Array[Byte]): Option[Array[(Array[Byte], Array[Byte])]] =
     if (!enabled) None else guarded {
-      val p = prefixKey(cf, prefix)
-      val known = listings.get(p)
-      if (known != null) Some(known.pairs)
-      else if (filter.exists(f => !f.mightContain(p))) {
-        adopt(p, new ReadCache.Listing) // never written since empty: nothing under it
-        Some(Array.empty)
+      val space = spaceOf(cf) + 1
+      val at = record(space, prefix)
+      if (at >= 0) {
+        val (page, start) = (entries.page(at), entries.valueAt(at))
+        if (complete || PrefixRecord.listed(page, start)) {
+          Some(PrefixRecord.pairs(page, start, start + entries.valueLength(at)))
+        } else None
+      } else if (complete || provenAbsent(prefix, space)) {
+        Some(Array.empty) // nothing was ever written under it
       } else None
     }
 
   /** Every (key, value) of `cf` if this cache knows every key of the store (`complete`), in
-   * no particular order: a full scan without a round trip. A copy, as `listing`'s is. */
-  def everything(cf: String): Option[Array[(Array[Byte], Array[Byte])]] =
+   * no particular order, read in place as of now (later writes do not show): a full scan
+   * without a round trip. */
+  def everything(cf: String): Option[KeyValueScan] =
     if (!enabled) None else guarded {
       if (!complete) None
       else {
         val space = spaceOf(cf)
-        val out = new scala.collection.mutable.ArrayBuffer[(Array[Byte], Array[Byte])](
-          entries.size)
-        entries.forEach { (k, v) =>
-          if (k.space == space && (v ne ReadCache.Absent)) out += ((k.bytes, v))
-        }
-        Some(out.toArray)
+        Some(new ReadCache.Everything(entries.snapshot(), space))
       }
     }
 
   /** A scan of `prefix` that began at `startEpoch` returned `pairs` and reached its end. */
   def learnListing(cf: String, prefix: Array[Byte], pairs: Seq[(Array[Byte], Array[Byte])],
       startEpoch: Long): Unit = if (enabled) guarded { if (startEpoch == writesSeen) {
-    val listing = new ReadCache.Listing
-    pairs.foreach { case (k, v) => listing.put(k, v) }
-    adopt(prefixKey(cf, prefix), listing)
+    val record = PrefixRecord.of(pairs, listed = true)
+    if (record.length <= PrefixRecord.MaxBytes) keep(spaceOf(cf) + 1, prefix, record)
   }}
 
   /** The worker's answer for `key` is now `value` (null = absent); `prefix` is the key's
@@ -110,17 +115,26 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   def remember(cf: String, key: Array[Byte], value: Array[Byte],
       prefix: Option[Array[Byte]] = None): Unit = if (enabled) guarded {
     writesSeen += 1
-    val k = cacheKey(cf, key)
-    val p = prefix.map(prefixKey(cf, _))
-    if (value != null) noteWritten(k, p)
-    p.foreach(updateListing(_, key, value))
-    val size = entrySize(k, value)
-    if (reserve(size)) {
-      val old = entries.put(k, if (value == null) ReadCache.Absent else value)
-      if (old ne null) release(entrySize(k, old))
-      bytes += size
-    } else {
-      clear() // over budget even after reclaiming: start over, knowing nothing
+    val space = spaceOf(cf)
+    prefix match {
+      case None =>
+        if (value != null) addToFilter(key, space)
+        if (!entries.put(space, key, CacheKey.hash(key, space), value)) clear()
+      case Some(p) =>
+        val at = record(space + 1, p)
+        val (page, start) = if (at < 0) (null, 0) else (entries.page(at), entries.valueAt(at))
+        // A new record lists its prefix if nothing can be under it yet: asked before the
+        // filter learns the prefix.
+        val listed = if (at >= 0) PrefixRecord.listed(page, start)
+          else complete || provenAbsent(p, space + 1)
+        if (value != null) {
+          addToFilter(key, space)
+          addToFilter(p, space + 1)
+        }
+        val end = if (at < 0) 0 else start + entries.valueLength(at)
+        val updated = PrefixRecord.updated(page, start, end, key, value, listed)
+        if (updated.length <= PrefixRecord.MaxBytes) keep(space + 1, p, updated)
+        else drop(space + 1, p) // too large to rewrite on every write: ask the worker
     }
   }
 
@@ -128,21 +142,40 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   def forget(cf: String, key: Array[Byte], prefix: Option[Array[Byte]] = None): Unit =
     if (enabled) guarded {
       writesSeen += 1
-      val k = cacheKey(cf, key)
-      val p = prefix.map(prefixKey(cf, _))
-      noteWritten(k, p) // a merge may create the key
-      p.foreach(dropListing)
-      drop(k)
+      val space = spaceOf(cf)
+      addToFilter(key, space) // a merge may create the key
+      prefix match {
+        case None => entries.remove(space, key, CacheKey.hash(key, space))
+        case Some(p) =>
+          addToFilter(p, space + 1)
+          entries.remove(space + 1, p, CacheKey.hash(p, space + 1))
+      }
       complete = false
     }
 
-  private def noteWritten(k: CacheKey, prefix: Option[CacheKey]): Unit = {
-    addToFilter(k)
-    prefix.foreach(addToFilter)
+  /** Where the record of `prefix` is, or -1. */
+  private def record(space: Int, prefix: Array[Byte]): Long =
+    entries.find(space, prefix, CacheKey.hash(prefix, space))
+
+  private def keep(space: Int, prefix: Array[Byte], record: Array[Byte]): Unit =
+    if (!entries.put(space, prefix, CacheKey.hash(prefix, space), record)) clear()
+
+  /** Forgets a prefix's record: its keys are no longer all known. */
+  private def drop(space: Int, prefix: Array[Byte]): Unit = {
+    entries.remove(space, prefix, CacheKey.hash(prefix, space))
+    complete = false
   }
 
-  private def addToFilter(k: CacheKey): Unit = filter.foreach { f =>
-    if (f.hasRoom || growFilter(f)) f.add(k) else dropFilter()
+  /** Whether the key filter proves `bytes` (a key, or a prefix in its own space) was never
+   * written since the store was empty. */
+  private def provenAbsent(bytes: Array[Byte], space: Int): Boolean =
+    filter.exists(f => !f.mightContain(CacheKey.hash(bytes, space),
+      CacheKey.secondHash(bytes, space)))
+
+  private def addToFilter(bytes: Array[Byte], space: Int): Unit = filter.foreach { f =>
+    if (f.hasRoom || growFilter(f)) {
+      f.add(CacheKey.hash(bytes, space), CacheKey.secondHash(bytes, space))
+    } else dropFilter()
   }
 
   /** The filter is worth more than the entries (it outlives them by design): they make room
@@ -172,34 +205,8 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     }
   }
 
-  private def adopt(p: CacheKey, listing: ReadCache.Listing): Unit = {
-    dropListing(p)
-    val size = p.bytes.length + listing.bytes
-    if (reserve(size)) {
-      listings.put(p, listing)
-      bytes += size
-    } else {
-      clear()
-    }
-  }
-
-  private def updateListing(p: CacheKey, key: Array[Byte], value: Array[Byte]): Unit = {
-    val listing = listings.get(p)
-    if (listing != null) {
-      val grown = listing.put(key, value)
-      if (grown <= 0) release(-grown)
-      else if (reserve(grown)) bytes += grown
-      else clear()
-    }
-  }
-
   private def reserve(n: Long): Boolean =
     budget.reserve(n) || (budget.reclaim(n, this) && budget.reserve(n))
-
-  private def dropListing(p: CacheKey): Unit = {
-    val listing = listings.remove(p)
-    if (listing != null) release(p.bytes.length + listing.bytes)
-  }
 
   /** The store was loaded at `loaded`; `unchanged` = the worker's working copy was kept;
    * `empty` = it was loaded empty whatever its version (Spark's loadEmpty). */
@@ -219,7 +226,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   def committed(newVersion: Long): Unit = guarded { version = newVersion }
 
   /** JVM memory this cache holds: its entries and its key filter. */
-  def memoryBytes: Long = guarded(bytes + filterBytes)
+  def memoryBytes: Long = guarded(entries.allocatedBytes + filterBytes)
 
   def invalidate(): Unit = guarded {
     clear()
@@ -236,7 +243,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   private[statestore] def lastUsed: Long = lastUsedNanos
 
   /** Gives all entries back if no task is using this cache right now; never waits. Its key
-   * filter stays: it is small (about 1.25 bytes per key against ~100 for an entry) and
+   * filter stays: it is small (about 1.25 bytes per key against ~60 for an entry) and
    * cannot be rebuilt. */
   private[statestore] def releaseIfIdle(): Unit = if (lock.tryLock()) {
     try clear() finally lock.unlock()
@@ -252,32 +259,11 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
 
   budget.register(this)
 
-  private def drop(k: CacheKey): Unit = {
-    val old = entries.remove(k)
-    if (old ne null) release(entrySize(k, old))
-  }
-
   private def clear(): Unit = {
     writesSeen += 1
     entries.clear()
-    listings.clear()
-    release(bytes)
     complete = false
   }
-
-  private def release(n: Long): Unit = {
-    bytes -= n
-    budget.release(n)
-  }
-
-  private def entrySize(k: CacheKey, value: Array[Byte]): Long =
-    k.bytes.length.toLong + (if (value == null) 0 else value.length) + ReadCache.EntryOverhead
-
-  private def cacheKey(cf: String, key: Array[Byte]): CacheKey = new CacheKey(key, spaceOf(cf))
-
-  /** Prefixes share the key filter (and nothing else) with keys, in a space of their own. */
-  private def prefixKey(cf: String, prefix: Array[Byte]): CacheKey =
-    new CacheKey(prefix, spaceOf(cf) + 1)
 
   /** Keys of the default family live in space 0, of the n-th other family in space 2n;
    * each family's scan prefixes in the next, odd, space. */
@@ -295,40 +281,43 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
 }
 
 object ReadCache {
-  /** Bytes a HashMap entry, its CacheKey and array headers cost beyond the data. */
-  val EntryOverhead = 96L
+  /** A family's every present key, read in place from a snapshot of the cache's entries:
+   * the family's own records (keys of space `space`) and, for a prefix-scan family, the keys
+   * in its prefixes' records (space `space` + 1). */
+  final class Everything(entries: PackedEntries.Snapshot, space: Int) extends KeyValueScan {
+    private var inRecord: PrefixRecord.Cursor = null
+    var keyBytes: Array[Byte] = _
+    var keyAt = 0
+    var keyLength = 0
+    override def valueBytes: Array[Byte] = keyBytes
+    var valueAt = 0
+    var valueLength = 0
 
-  /** The entry of a key known absent: compared by identity, so no value is mistaken for it. */
-  private val Absent = new Array[Byte](0)
-
-  /** The keys under one prefix, in the worker's order (RocksDB compares bytes unsigned). */
-  final class Listing {
-    private val sorted = new java.util.TreeMap[Array[Byte], Array[Byte]](
-      (a: Array[Byte], b: Array[Byte]) => java.util.Arrays.compareUnsigned(a, b))
-    var bytes = 0L
-
-    /** Sets (value != null) or removes the key; returns the change in `bytes`. */
-    def put(key: Array[Byte], value: Array[Byte]): Long = {
-      val before = bytes
-      val old = if (value == null) sorted.remove(key) else sorted.put(key, value)
-      if (old != null) bytes -= size(key, old)
-      if (value != null) bytes += size(key, value)
-      bytes - before
+    override def advance(): Boolean = {
+      while (inRecord == null || !inRecord.advance()) {
+        inRecord = null
+        if (!entries.advance()) return false
+        keyBytes = entries.page
+        if (entries.space == space && entries.valueLength >= 0) {
+          keyAt = entries.keyAt
+          keyLength = entries.keyLength
+          valueAt = entries.valueAt
+          valueLength = entries.valueLength
+          return true
+        }
+        if (entries.space == space + 1) {
+          inRecord = new PrefixRecord.Cursor(entries.page, entries.valueAt,
+            entries.valueAt + entries.valueLength, presentOnly = true)
+        }
+      }
+      keyAt = inRecord.keyAt
+      keyLength = inRecord.keyLength
+      valueAt = inRecord.valueAt
+      valueLength = inRecord.valueLength
+      true
     }
 
-    /** The key's value, None if it is not under this prefix. */
-    def get(key: Array[Byte]): Option[Array[Byte]] = Option(sorted.get(key))
-
-    /** A copy: callers may write to the store while they iterate. */
-    def pairs: Array[(Array[Byte], Array[Byte])] = {
-      val out = new Array[(Array[Byte], Array[Byte])](sorted.size)
-      var i = 0
-      sorted.forEach { (k, v) => out(i) = (k, v); i += 1 }
-      out
-    }
-
-    private def size(key: Array[Byte], value: Array[Byte]): Long =
-      key.length.toLong + value.length + EntryOverhead
+    override def close(): Unit = {}
   }
 }
 

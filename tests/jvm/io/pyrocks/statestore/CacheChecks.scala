@@ -14,7 +14,8 @@ object CacheChecks {
     "key-filter-growth-never-overflows" -> keyFilterGrowthNeverOverflows,
     "a-store-loaded-empty-knows-every-key-absent" -> loadedEmptyKnowsEveryKeyAbsent,
     "a-prefix-listing-answers-for-its-keys" -> prefixListingAnswersForItsKeys,
-    "a-complete-cache-answers-full-scans-of-the-default-family" -> completeCacheAnswersFullScans)
+    "a-complete-cache-answers-full-scans-of-the-default-family" -> completeCacheAnswersFullScans,
+    "a-complete-cache-answers-full-scans-of-a-prefix-family" -> completeCacheScansPrefixFamily)
 
   import Wire.DefaultCf
 
@@ -174,6 +175,44 @@ object CacheChecks {
     fresh.close()
   }
 
+  /** The same for a prefix-scan default family (session windows), whose keys the cache keeps
+   * in their prefixes' records: every group's keys, each once, as of the scan's first pair;
+   * prefix scans and lookups of the same keys answered too, without the worker. */
+  def completeCacheScansPrefixFamily(f: Fixture): Unit = {
+    import f._
+    val p = prefixProvider(checkpoint("prefix-full-scan"))
+    val store = p.getStore(0)
+    for (g <- 0L until 50L; i <- 0L until (g % 4)) store.put(pair(g, i), value(g * 10 + i))
+    (0L until 50L by 5).foreach(g => store.remove(pair(g, 0)))
+    store.put(pair(7, 1), value(700))
+    val expected = (for (g <- 0L until 50L; i <- 0L until (g % 4)
+      if !(g % 5 == 0 && i == 0)) yield (g, i) -> (if ((g, i) == (7L, 1L)) 700L else g * 10 + i))
+      .toMap
+    def roundTrips(): Long = Fixture.customMetric(p, "pyrocks.round_trips")
+    val before = roundTrips()
+    val grouped = store.prefixScan(group(7)).map(r => (r.key.getLong(1), r.value.getLong(0)))
+      .toList
+    expect(grouped == List(0L -> 70L, 1L -> 700L, 2L -> 72L), s"group 7 listed $grouped")
+    expect(store.get(pair(7, 1)).getLong(0) == 700L && store.get(pair(7, 3)) == null,
+      "lookups in group 7 disagree with its writes")
+    val it = store.iterator()
+    val seen = scala.collection.mutable.Map.empty[(Long, Long), Long]
+    while (it.hasNext) {
+      val row = it.next()
+      val k = (row.key.getLong(0), row.key.getLong(1))
+      expect(!seen.contains(k), s"the full scan listed $k twice")
+      seen(k) = row.value.getLong(0)
+      store.remove(row.key)
+    }
+    expect(roundTrips() - before == 1, s"prefix scan, lookups and full scan asked the worker " +
+      s"${roundTrips() - before - 1} times (the cache knows every key)")
+    expect(seen.toMap == expected, s"the full scan missed ${(expected.keySet -- seen.keySet)
+      .toSeq.sorted}, added ${(seen.keySet -- expected.keySet).toSeq.sorted}")
+    expect(!store.iterator().hasNext, "removed while scanning, yet listed")
+    store.commit()
+    p.close()
+  }
+
   /** A new connection is a new working copy: nothing learned from the old one answers. */
   def reconnectInvalidatesCache(f: Fixture): Unit = {
     import f._
@@ -214,7 +253,7 @@ object CacheChecks {
       Some(bytes("cf\u0000p")))
     p.put("cf", bytes("p1"), bytes("in cf"), multipleValues = false, Some(bytes("p")))
     def listing(cf: String, prefix: String): List[(String, String)] =
-      p.scan(cf, Wire.ScanPrefix, bytes(prefix), Array.emptyByteArray)
+      p.scan(cf, Wire.ScanPrefix, bytes(prefix), Array.emptyByteArray).pairs
         .map { case (k, v) => (new String(k, UTF_8), new String(v, UTF_8)) }.toList
     for (_ <- 1 to 2) { // the second round is answered from the listings the first learned
       val default = listing(DefaultCf, "cf\u0000p")
@@ -249,8 +288,9 @@ object CacheChecks {
 
     val other = filling.getStore(0) // fills the shared 1 MiB budget, reclaiming it all
     (0L until 20000L).foreach(i => other.put(key(i), value(i)))
-    val probe = scanning.codec(DefaultCf).key(pair(7, 50))
-    expect(scanning.readCache.lookup(DefaultCf, probe).isEmpty,
+    val codec = scanning.codec(DefaultCf)
+    val probe = codec.key(pair(7, 50))
+    expect(scanning.readCache.lookup(DefaultCf, probe, Some(codec.prefix(group(7)))).isEmpty,
       "the scanning store's cache was not reclaimed: the check did not happen")
     val removed = seen.head.getLong(1)
     store.remove(seen.head)

@@ -26,7 +26,8 @@ import org.apache.spark.sql.types.{LongType, StructType}
 object ShimChecks {
   private val checks: Map[String, Fixture => Unit] =
     CacheChecks.all ++ WriterChecks.all ++ DeadlineChecks.all ++ FinishChecks.all ++
-      ReplayChecks.all ++ ScanChecks.all ++ OptionChecks.all ++ KeyLayoutChecks.all
+      ReplayChecks.all ++ ScanChecks.all ++ OptionChecks.all ++ KeyLayoutChecks.all ++
+      PackedChecks.all
 
   def main(args: Array[String]): Unit = {
     val (work, python, pythonPath, names) = (args(0), args(1), args(2), args.toSeq.drop(3))

@@ -1,0 +1,356 @@
+package io.pyrocks.statestore
+
+import org.apache.spark.unsafe.Platform
+
+/**
+ * The read cache's storage: (space, key) -> value (or "absent"), packed. Each entry is one
+ * record in a page of bytes — `[space i32][key length i32][value length i32, -1 = absent]
+ * [died i32][key][value]` — found through an open-addressing index (linear probing) of
+ * record locations, with each slot's hash beside it. There is no object per entry: an entry
+ * costs its bytes, 16 bytes of head and its index slots, and the garbage collector sees a
+ * few large arrays where a map of millions of small objects cost it a core's worth of marking.
+ *
+ * Invariants, each enforced where noted:
+ *  - a record's space, key and value never change once written: a new value is a new record
+ *    (`put`). Its `died` field is 0 while the index points to it, and is set once, when it
+ *    stops (`kill`: replaced, removed, or moved by `compact`), to the number of snapshots
+ *    taken by then. So a snapshot taken at `n` (`Snapshot`) sees exactly the records written
+ *    before it whose `died` is 0 or more than `n`: the entries as they were when it was
+ *    taken, whatever happens to them afterwards, read in page order (sequentially);
+ *  - the index holds the location of every live record, once, at or after its hash's home
+ *    slot with no empty slot between the two (`remove` shifts later slots back rather than
+ *    leaving tombstones), and is at most `MaxLoad` full (`growIndex`);
+ *  - every byte of pages and index is charged to `memory` before it is allocated, and given
+ *    back when it is dropped; an allocation `memory` refuses leaves the entries as they were
+ *    and makes `put` answer false. A page dropped while a snapshot holds it stays readable
+ *    to that snapshot (it keeps the array) though no longer charged.
+ */
+final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], Int) => Int) {
+  import PackedEntries._
+
+  private var pages = new Array[Array[Byte]](8)
+  private var ends = new Array[Int](8) // where each page's records end
+  private var pageCount = 0 // pages(0 until pageCount) were written; dropped ones are null
+  private var writePos = 0 // in the last page
+  private var slots = new Array[Long](0) // 0 = empty, else location + 1
+  private var hashes = new Array[Int](0)
+  private var used = 0 // slots taken
+  private var liveBytes = 0L // of records the index points to
+  private var deadBytes = 0L // of records in pages still kept that it no longer does
+  private var allocated = 0L // charged to `memory`
+  private var snapshots = 0 // taken so far: what `died` counts
+
+  def size: Int = used
+
+  override def toString: String = s"PackedEntries($used entries, $liveBytes live bytes, " +
+    s"$deadBytes dead, ${pages.take(pageCount).count(_ != null)} pages, ${slots.length} slots)"
+
+  /** Bytes allocated (pages and index), all charged to `memory`. */
+  def allocatedBytes: Long = allocated
+
+  /** The location of the entry, or -1 if there is none. */
+  def find(space: Int, key: Array[Byte], hash: Int): Long = {
+    if (used == 0) return -1L
+    val mask = slots.length - 1
+    var i = hash & mask
+    while (slots(i) != 0) {
+      if (hashes(i) == hash && matches(slots(i) - 1, space, key)) return slots(i) - 1
+      i = (i + 1) & mask
+    }
+    -1L
+  }
+
+  /** The page a record is in and where its value starts: to read the value in place. */
+  def page(location: Long): Array[Byte] = pages(pageOf(location))
+  def valueAt(location: Long): Int = offsetOf(location) + Head + keyLength(location)
+  /** -1: known absent. */
+  def valueLength(location: Long): Int = field(location, 8)
+
+  /** The value of the record at `location` (absent: null), in an array of its own. */
+  def value(location: Long): Array[Byte] = {
+    val length = valueLength(location)
+    if (length < 0) null
+    else {
+      val at = valueAt(location)
+      java.util.Arrays.copyOfRange(pages(pageOf(location)), at, at + length)
+    }
+  }
+
+  /** Sets the entry to `value` (null: known absent). False, with nothing changed, if
+   * `memory` refused what it needed. */
+  def put(space: Int, key: Array[Byte], hash: Int, value: Array[Byte]): Boolean = {
+    val existing = find(space, key, hash)
+    if (existing < 0 && !roomForOneMore()) return false
+    val location = append(space, key, 0, key.length, value, 0,
+      if (value == null) -1 else value.length)
+    if (location < 0) return false
+    if (existing >= 0) {
+      kill(existing)
+      slots(slotOf(existing, hash)) = location + 1
+    } else {
+      insert(location, hash)
+    }
+    liveBytes += recordBytes(location)
+    if (deadBytes > liveBytes && deadBytes > MinCompactBytes) compact()
+    true
+  }
+
+  /** Forgets the entry, if there is one. */
+  def remove(space: Int, key: Array[Byte], hash: Int): Unit = {
+    val location = find(space, key, hash)
+    if (location >= 0) {
+      deleteSlot(slotOf(location, hash))
+      kill(location)
+    }
+  }
+
+  /** Drops every entry and gives all memory back. */
+  def clear(): Unit = {
+    memory.release(allocated)
+    allocated = 0
+    pages = new Array[Array[Byte]](8)
+    ends = new Array[Int](8)
+    pageCount = 0
+    writePos = 0
+    slots = new Array[Long](0)
+    hashes = new Array[Int](0)
+    used = 0
+    liveBytes = 0
+    deadBytes = 0
+  }
+
+  /** The live entries as they are now, of every space (the reader picks); later changes do
+   * not show in it. */
+  def snapshot(): Snapshot = {
+    val taken = snapshots
+    snapshots += 1
+    val lastEnds = java.util.Arrays.copyOf(ends, pageCount)
+    if (pageCount > 0) lastEnds(pageCount - 1) = writePos
+    new Snapshot(java.util.Arrays.copyOf(pages, pageCount), lastEnds, taken)
+  }
+
+  // ---- records --------------------------------------------------------------------------
+
+  private def pageOf(location: Long): Int = (location >>> 32).toInt
+  private def offsetOf(location: Long): Int = location.toInt
+  private def field(location: Long, at: Int): Int =
+    Platform.getInt(pages(pageOf(location)), Platform.BYTE_ARRAY_OFFSET + offsetOf(location) + at)
+  private def spaceOf(location: Long): Int = field(location, 0)
+  private def keyLength(location: Long): Int = field(location, 4)
+  private def recordBytes(location: Long): Long =
+    Head + keyLength(location) + math.max(valueLength(location), 0)
+
+  private def matches(location: Long, space: Int, key: Array[Byte]): Boolean =
+    spaceOf(location) == space && keyLength(location) == key.length && {
+      val page = pages(pageOf(location))
+      val at = offsetOf(location) + Head
+      java.util.Arrays.equals(page, at, at + key.length, key, 0, key.length)
+    }
+
+  /** The record no longer holds its entry: snapshots taken from now on skip it. */
+  private def kill(location: Long): Unit = {
+    Platform.putInt(pages(pageOf(location)),
+      Platform.BYTE_ARRAY_OFFSET + offsetOf(location) + 12, snapshots + 1)
+    val size = recordBytes(location)
+    liveBytes -= size
+    deadBytes += size
+  }
+
+  /** Writes a record after the last one (on a new page if it does not fit); its location, or
+   * -1 if `memory` refused the page. `valueLength` -1: absent. */
+  private def append(space: Int, key: Array[Byte], keyAt: Int, keyLength: Int,
+      value: Array[Byte], valueAt: Int, valueLength: Int): Long = {
+    val size = Head + keyLength + math.max(valueLength, 0)
+    if (pageCount == 0 || writePos + size > pages(pageCount - 1).length) {
+      if (!newPage(size)) return -1L
+    }
+    val page = pages(pageCount - 1)
+    val at = Platform.BYTE_ARRAY_OFFSET + writePos
+    Platform.putInt(page, at, space)
+    Platform.putInt(page, at + 4, keyLength)
+    Platform.putInt(page, at + 8, valueLength)
+    Platform.putInt(page, at + 12, 0)
+    System.arraycopy(key, keyAt, page, writePos + Head, keyLength)
+    if (valueLength > 0) {
+      System.arraycopy(value, valueAt, page, writePos + Head + keyLength, valueLength)
+    }
+    val location = (pageCount - 1).toLong << 32 | writePos
+    writePos += size
+    location
+  }
+
+  /** Pages grow from small (most stores hold few keys) to `PageBytes`; a larger record
+   * gets a page of its own size. */
+  private def newPage(atLeast: Int): Boolean = {
+    val grown = if (pageCount == 0) FirstPageBytes else math.min(PageBytes,
+      pages(pageCount - 1).length * 2)
+    val bytes = math.max(grown, atLeast)
+    if (!charge(bytes)) return false
+    if (pageCount == pages.length) {
+      pages = java.util.Arrays.copyOf(pages, pages.length * 2)
+      ends = java.util.Arrays.copyOf(ends, ends.length * 2)
+    }
+    if (pageCount > 0) ends(pageCount - 1) = writePos
+    pages(pageCount) = new Array[Byte](bytes)
+    pageCount += 1
+    writePos = 0
+    true
+  }
+
+  private def charge(bytes: Long): Boolean =
+    memory.reserve(bytes) && { allocated += bytes; true }
+
+  private def uncharge(bytes: Long): Unit = {
+    memory.release(bytes)
+    allocated -= bytes
+  }
+
+  // ---- the index ------------------------------------------------------------------------
+
+  private def slotOf(location: Long, hash: Int): Int = {
+    val mask = slots.length - 1
+    var i = hash & mask
+    while (slots(i) != location + 1) i = (i + 1) & mask
+    i
+  }
+
+  private def roomForOneMore(): Boolean =
+    (used + 1) <= slots.length * MaxLoad || growIndex()
+
+  private def insert(location: Long, hash: Int): Unit = {
+    val mask = slots.length - 1
+    var i = hash & mask
+    while (slots(i) != 0) i = (i + 1) & mask
+    slots(i) = location + 1
+    hashes(i) = hash
+    used += 1
+  }
+
+  /** Backward-shift deletion: each later slot of the run moves back into the gap when the
+   * gap lies between its home and itself, so every entry stays reachable from its home. */
+  private def deleteSlot(slot: Int): Unit = {
+    val mask = slots.length - 1
+    var gap = slot
+    var i = (slot + 1) & mask
+    while (slots(i) != 0) {
+      val home = hashes(i) & mask
+      if (((i - home) & mask) >= ((i - gap) & mask)) {
+        slots(gap) = slots(i)
+        hashes(gap) = hashes(i)
+        gap = i
+      }
+      i = (i + 1) & mask
+    }
+    slots(gap) = 0
+    used -= 1
+  }
+
+  private def growIndex(): Boolean = {
+    val capacity = math.max(MinSlots, slots.length * 2)
+    if (!charge(capacity.toLong * SlotBytes)) return false
+    val (oldSlots, oldHashes) = (slots, hashes)
+    slots = new Array[Long](capacity)
+    hashes = new Array[Int](capacity)
+    used = 0
+    var i = 0
+    while (i < oldSlots.length) {
+      if (oldSlots(i) != 0) insert(oldSlots(i) - 1, oldHashes(i))
+      i += 1
+    }
+    uncharge(oldSlots.length.toLong * SlotBytes)
+    true
+  }
+
+  // ---- compaction -----------------------------------------------------------------------
+
+  /** Moves the live records of the older pages after the newest and drops those pages, one
+   * at a time, so at most a page more than the live records is ever allocated. */
+  private def compact(): Unit = {
+    val last = pageCount - 1 // pages before it are moved; moved records go after it
+    var p = 0
+    while (p < last) {
+      val page = pages(p)
+      if (page != null) {
+        var at = 0
+        while (at < ends(p)) {
+          val location = p.toLong << 32 | at
+          val size = recordBytes(location).toInt
+          if (field(location, 12) == 0) { // live: the index points here
+            val keyAt = at + Head
+            val key = java.util.Arrays.copyOfRange(page, keyAt, keyAt + keyLength(location))
+            val space = spaceOf(location)
+            val hash = hashOf(key, space)
+            val moved = append(space, page, keyAt, key.length, page, keyAt + key.length,
+              valueLength(location))
+            if (moved < 0) return // refused a page: the rest stays where it is
+            slots(slotOf(location, hash)) = moved + 1
+            kill(location)
+            liveBytes += size
+          }
+          deadBytes -= size
+          at += size
+        }
+        pages(p) = null
+        uncharge(page.length)
+      }
+      p += 1
+    }
+  }
+}
+
+object PackedEntries {
+  /** Where a cache's bytes are charged (the JVM's shared read-cache budget). */
+  trait Memory {
+    def reserve(bytes: Long): Boolean
+    def release(bytes: Long): Unit
+  }
+
+  val Head = 16
+  val FirstPageBytes = 4 << 10
+  val PageBytes = 1 << 20
+  private val MinSlots = 64
+  private val SlotBytes = 12L // a location and a hash
+  private val MaxLoad = 0.6
+  private val MinCompactBytes = 1L << 20
+
+  /**
+   * The entries at one moment, one record at a time in page order (`advance`), read in place:
+   * every record written before the snapshot that still held its entry when it was taken
+   * (`died` 0, or killed after the snapshot `taken` was), of every space: `space` says whose.
+   */
+  final class Snapshot private[PackedEntries] (pages: Array[Array[Byte]], ends: Array[Int],
+      taken: Int) {
+    private var p = 0
+    private var next = 0 // in page p
+    private var at = 0
+    /** The page of the current record. */
+    var page: Array[Byte] = _
+
+    /** Moves to the next record the snapshot holds; false when there is none. */
+    def advance(): Boolean = {
+      while (p < pages.length) {
+        if (pages(p) != null && next < ends(p)) {
+          page = pages(p)
+          at = next
+          next = at + Head + keyLength + math.max(valueLength, 0)
+          val died = int(12)
+          if (died == 0 || died > taken + 1) return true // `kill` wrote 1 + snapshots by then
+        } else {
+          p += 1
+          next = 0
+        }
+      }
+      false
+    }
+
+    private def int(offset: Int): Int =
+      Platform.getInt(page, Platform.BYTE_ARRAY_OFFSET + at + offset)
+
+    def space: Int = int(0)
+    def keyAt: Int = at + Head
+    def keyLength: Int = int(4)
+    def valueAt: Int = keyAt + keyLength
+    /** -1: known absent. */
+    def valueLength: Int = int(8)
+  }
+}

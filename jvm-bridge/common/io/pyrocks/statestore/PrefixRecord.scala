@@ -1,0 +1,124 @@
+package io.pyrocks.statestore
+
+import org.apache.spark.unsafe.Platform
+
+/**
+ * The entries of one scan prefix, as the read cache keeps them: one record, `[listed u8]`
+ * then, in the worker's key order (unsigned bytewise), `[key length i32][value length i32,
+ * -1 = absent][key][value]` per key (lengths in native order: the record never leaves the
+ * JVM). A listed record holds every key under its prefix, so a
+ * key it does not hold is absent; absent keys are written only into records that are not
+ * listed. Small by design (`MaxBytes`): it is rewritten whole on every write under the prefix.
+ * Read in place: `bytes` from `start` to `end` (a slice of a page of `PackedEntries`).
+ */
+object PrefixRecord {
+  /** Larger records are not kept: rewriting them on every write would cost more than asking. */
+  val MaxBytes: Int = 64 << 10
+
+  def listed(bytes: Array[Byte], start: Int): Boolean = bytes(start) == 1
+
+  /** Some(Some(value)) or Some(None) for a key the record knows; None otherwise (unless the
+   * record is listed: then a key it does not hold is absent). */
+  def lookup(bytes: Array[Byte], start: Int, end: Int,
+      key: Array[Byte]): Option[Option[Array[Byte]]] = {
+    val at = new Cursor(bytes, start, end, presentOnly = false)
+    while (at.advance()) {
+      val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
+        key, 0, key.length)
+      if (order == 0) {
+        return Some(if (at.valueLength < 0) None else Some(java.util.Arrays.copyOfRange(
+          bytes, at.valueAt, at.valueAt + at.valueLength)))
+      }
+      if (order > 0) return if (listed(bytes, start)) Some(None) else None
+    }
+    if (listed(bytes, start)) Some(None) else None
+  }
+
+  /** The present (key, value) pairs, in order, each in arrays of their own. */
+  def pairs(bytes: Array[Byte], start: Int, end: Int): Array[(Array[Byte], Array[Byte])] = {
+    val out = scala.collection.mutable.ArrayBuffer.empty[(Array[Byte], Array[Byte])]
+    val at = new Cursor(bytes, start, end, presentOnly = true)
+    while (at.advance()) {
+      out += ((java.util.Arrays.copyOfRange(bytes, at.keyAt, at.keyAt + at.keyLength),
+        java.util.Arrays.copyOfRange(bytes, at.valueAt, at.valueAt + at.valueLength)))
+    }
+    out.toArray
+  }
+
+  def of(pairs: Seq[(Array[Byte], Array[Byte])], listed: Boolean): Array[Byte] = {
+    val out = new Array[Byte](1 + pairs.map(p => 8 + p._1.length + p._2.length).sum)
+    out(0) = if (listed) 1 else 0
+    pairs.foldLeft(1) { case (at, (k, v)) => put(out, at, k, 0, k.length, v, 0, v.length) }
+    out
+  }
+
+  /** The record `bytes(start until end)` (null: none yet) with `key` set to `value` (null:
+   * absent), listed or not. */
+  def updated(bytes: Array[Byte], start: Int, end: Int, key: Array[Byte], value: Array[Byte],
+      listed: Boolean): Array[Byte] = {
+    val keep = if (value != null || !listed) 8 + key.length + (if (value == null) 0
+      else value.length) else 0
+    val old = if (bytes == null) 0 else end - start - 1
+    val out = new java.io.ByteArrayOutputStream(1 + old + keep)
+    out.write(if (listed) 1 else 0)
+    var placed = false
+    def place(): Unit = {
+      if (keep > 0) {
+        val entry = new Array[Byte](keep)
+        put(entry, 0, key, 0, key.length, value, 0, if (value == null) -1 else value.length)
+        out.write(entry)
+      }
+      placed = true
+    }
+    if (bytes != null) {
+      val at = new Cursor(bytes, start, end, presentOnly = false)
+      while (at.advance()) {
+        val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
+          key, 0, key.length)
+        if (order >= 0 && !placed) place()
+        if (order != 0) out.write(bytes, at.entryAt, at.entryLength)
+      }
+    }
+    if (!placed) place()
+    out.toByteArray
+  }
+
+  /** Writes one entry at `at` of `out`; where the next one goes. `valueLength` -1: absent. */
+  private def put(out: Array[Byte], at: Int, key: Array[Byte], keyAt: Int, keyLength: Int,
+      value: Array[Byte], valueAt: Int, valueLength: Int): Int = {
+    Platform.putInt(out, Platform.BYTE_ARRAY_OFFSET + at, keyLength)
+    Platform.putInt(out, Platform.BYTE_ARRAY_OFFSET + at + 4, valueLength)
+    System.arraycopy(key, keyAt, out, at + 8, keyLength)
+    if (valueLength > 0) System.arraycopy(value, valueAt, out, at + 8 + keyLength, valueLength)
+    at + 8 + keyLength + math.max(valueLength, 0)
+  }
+
+  /** The entries of a record one at a time, in place; `presentOnly` skips absent ones. */
+  final class Cursor(bytes: Array[Byte], start: Int, end: Int, presentOnly: Boolean) {
+    private var next = start + 1
+    var entryAt = 0
+    var keyAt = 0
+    var keyLength = 0
+    var valueAt = 0
+    var valueLength = 0 // -1: absent
+
+    def entryLength: Int = 8 + keyLength + math.max(valueLength, 0)
+
+    def advance(): Boolean = {
+      var found = false
+      while (!found && next < end) {
+        entryAt = next
+        keyLength = int(bytes, next)
+        valueLength = int(bytes, next + 4)
+        keyAt = next + 8
+        valueAt = keyAt + keyLength
+        next = valueAt + math.max(valueLength, 0)
+        found = !presentOnly || valueLength >= 0
+      }
+      found
+    }
+  }
+
+  private def int(bytes: Array[Byte], at: Int): Int =
+    Platform.getInt(bytes, Platform.BYTE_ARRAY_OFFSET + at)
+}

@@ -1,0 +1,148 @@
+package io.pyrocks.statestore
+
+import scala.collection.mutable
+import scala.util.Random
+
+/** The read cache's packed storage against a plain map: every answer equal through puts,
+ * updates, removals (the index's backward shifts), index growth, compaction, memory refused
+ * mid-way and snapshots that must not see later writes; and every byte charged. */
+object PackedChecks {
+  val all: Map[String, Fixture => Unit] = Map(
+    "packed-entries-answer-as-a-map-does" -> answerAsAMapDoes,
+    "packed-entries-snapshots-ignore-later-writes" -> snapshotsIgnoreLaterWrites,
+    "prefix-records-keep-their-keys-in-order" -> prefixRecordsKeepOrder)
+
+  /** A budget that counts, and refuses past `limit`. */
+  private final class Counting(var limit: Long) extends PackedEntries.Memory {
+    var used = 0L
+    def reserve(bytes: Long): Boolean =
+      if (used + bytes <= limit) { used += bytes; true } else false
+    def release(bytes: Long): Unit = used -= bytes
+  }
+
+  private def bytes(rnd: Random, max: Int): Array[Byte] = {
+    val out = new Array[Byte](rnd.nextInt(max + 1))
+    rnd.nextBytes(out)
+    out
+  }
+
+  private type Key = (Int, Seq[Byte])
+
+  def answerAsAMapDoes(f: Fixture): Unit = {
+    import f._
+    for (seed <- 1 to 6) {
+      val rnd = new Random(seed)
+      val memory = new Counting(if (seed % 3 == 0) 256L << 10 else Long.MaxValue)
+      // Few distinct keys (so updates and removals hit), hashes forced to collide at times.
+      val hashFn: (Array[Byte], Int) => Int =
+        if (seed % 2 == 0) (k, space) => CacheKey.hash(k, space) & 0x3f else CacheKey.hash
+      val packed = new PackedEntries(memory, hashFn)
+      val model = mutable.Map.empty[Key, Option[Seq[Byte]]]
+      val keys = Vector.fill(3000)((rnd.nextInt(3), bytes(rnd, 24)))
+      def hashOf(k: (Int, Array[Byte])): Int = hashFn(k._2, k._1)
+      for (step <- 1 to 60000) {
+        val k = keys(rnd.nextInt(keys.size))
+        val id = (k._1, k._2.toSeq)
+        rnd.nextInt(10) match {
+          case 0 | 1 =>
+            packed.remove(k._1, k._2, hashOf(k))
+            model.remove(id)
+          case 2 =>
+            if (packed.put(k._1, k._2, hashOf(k), null)) model(id) = None
+          case _ =>
+            val v = bytes(rnd, 300)
+            if (packed.put(k._1, k._2, hashOf(k), v)) model(id) = Some(v.toSeq)
+        }
+        if (step % 997 == 0 || step == 60000) {
+          for (key <- keys) {
+            val at = packed.find(key._1, key._2, hashOf(key))
+            val got = if (at < 0) None else Some(Option(packed.value(at)).map(_.toSeq))
+            val want = model.get((key._1, key._2.toSeq))
+            expect(got == want, s"seed $seed step $step: ${key._2.toSeq} in space ${key._1} " +
+              s"is $got, the map says $want")
+          }
+          expect(packed.size == model.size, s"seed $seed: ${packed.size} entries, the map has " +
+            s"${model.size}")
+          expect(memory.used == packed.allocatedBytes, s"seed $seed: charged ${memory.used}, " +
+            s"allocated ${packed.allocatedBytes}")
+          expect(memory.used <= memory.limit, s"seed $seed: ${memory.used} over ${memory.limit}")
+        }
+      }
+      // With room, live bytes stay within a few times the entries': compaction ran.
+      val live = model.map { case ((_, k), v) => 16L + k.size + v.map(_.size).getOrElse(0) }.sum
+      if (memory.limit == Long.MaxValue) {
+        expect(packed.allocatedBytes < 4 * live + (4L << 20), s"seed $seed: " +
+          s"${packed.allocatedBytes} bytes allocated for $live live: no compaction ($packed)")
+      }
+      packed.clear()
+      expect(memory.used == 0 && packed.size == 0, s"seed $seed: clear left ${memory.used}")
+    }
+  }
+
+  def snapshotsIgnoreLaterWrites(f: Fixture): Unit = {
+    import f._
+    val memory = new Counting(Long.MaxValue)
+    val packed = new PackedEntries(memory, CacheKey.hash)
+    def put(k: Int, v: String): Unit =
+      expect(packed.put(0, BigInt(k).toByteArray, CacheKey.hash(BigInt(k).toByteArray, 0),
+        v.getBytes("UTF-8")), "refused")
+    def remove(k: Int): Unit =
+      packed.remove(0, BigInt(k).toByteArray, CacheKey.hash(BigInt(k).toByteArray, 0))
+    (0 until 20100).foreach(k => put(k, s"old $k"))
+    (0 until 20000).foreach(k => put(k, s"v$k")) // the old records die before the snapshot
+    (20000 until 20100).foreach(remove)
+    packed.put(1, Array[Byte](1), CacheKey.hash(Array[Byte](1), 1), Array[Byte](9)) // other space
+    val snapshot = packed.snapshot()
+    // Rewrite everything many times over (compaction drops the old pages) and remove half.
+    for (round <- 1 to 5; k <- 0 until 20000) put(k, s"round $round, $k")
+    (0 until 20000 by 2).foreach(remove)
+    val later = packed.snapshot() // taken between the first snapshot's reads
+    (1 until 20000 by 4).foreach(remove)
+    def read(snap: PackedEntries.Snapshot): Map[Int, String] = {
+      val out = mutable.Map.empty[Int, String]
+      while (snap.advance()) if (snap.space == 0) {
+        val key = java.util.Arrays.copyOfRange(snap.page, snap.keyAt, snap.keyAt + snap.keyLength)
+        out(BigInt(key).toInt) = new String(snap.page, snap.valueAt, snap.valueLength, "UTF-8")
+      }
+      out.toMap
+    }
+    val seen = read(snapshot)
+    expect(seen == (0 until 20000).map(k => k -> s"v$k").toMap, s"the snapshot saw later " +
+      s"writes or missed entries: ${seen.size} entries, e.g. ${seen.find(e => e._2 != s"v${e._1}")}")
+    val between = read(later)
+    expect(between == (1 until 20000 by 2).map(k => k -> s"round 5, $k").toMap,
+      s"a snapshot taken after the rewrites lists ${between.size} keys")
+    val now = read(packed.snapshot()).keySet
+    expect(now == (3 until 20000 by 4).toSet, s"a new snapshot lists ${now.size} keys")
+  }
+
+  def prefixRecordsKeepOrder(f: Fixture): Unit = {
+    import f._
+    val rnd = new Random(3)
+    for (listed <- Seq(true, false); _ <- 1 to 200) {
+      var record: Array[Byte] = null
+      val model = mutable.TreeMap.empty[Seq[Byte], Option[Seq[Byte]]](
+        Ordering.fromLessThan[Seq[Byte]]((a, b) =>
+          java.util.Arrays.compareUnsigned(a.toArray, b.toArray) < 0))
+      for (_ <- 1 to 40) {
+        val key = bytes(rnd, 3)
+        val value = if (rnd.nextInt(4) == 0) null else bytes(rnd, 5)
+        record = PrefixRecord.updated(record, 0, if (record == null) 0 else record.length, key,
+          value, listed)
+        if (value == null && listed) model.remove(key.toSeq) else model(key.toSeq) = Option(value).map(_.toSeq)
+      }
+      val pairs = PrefixRecord.pairs(record, 0, record.length).map { case (k, v) => (k.toSeq, v.toSeq) }.toSeq
+      val want = model.toSeq.collect { case (k, Some(v)) => (k, v) }
+      expect(pairs == want, s"listed=$listed: pairs $pairs, want $want")
+      for ((k, v) <- model) {
+        val padded = Array[Byte](5) ++ record ++ Array[Byte](1, 2)
+        val got = PrefixRecord.lookup(padded, 1, 1 + record.length, k.toArray)
+        expect(got.map(_.map(_.toSeq)) == Some(v), s"lookup of $k: $got")
+      }
+      val unknown = Array[Byte](1, 2, 3, 4, 5) // longer than any key written
+      val answer = PrefixRecord.lookup(record, 0, record.length, unknown)
+      expect(answer == (if (listed) Some(None) else None),
+        s"listed=$listed: an unknown key answered $answer")
+    }
+  }
+}
