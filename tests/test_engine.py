@@ -114,6 +114,50 @@ def test_a_scan_lists_the_state_as_of_its_first_pair_whatever_is_written_meanwhi
     assert store.get("default", b"k0001") is None
 
 
+@pytest.mark.parametrize("fail_first_upload", [False, True])
+def test_a_batch_larger_than_the_spools_memory_commits_from_its_file(
+        tmp_path: Path, fail_first_upload: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the spool's memory the batch's records go to a local file, which becomes the
+    changelog: the version reloads (and replays) the same, the file is gone after the commit,
+    and a commit whose upload failed can be committed again with every record."""
+    store = open_store(tmp_path / "root", tmp_path / "local", interval=100)
+    store.pending.memory_bytes = 4096
+    store.load(0)
+    store.write(put("first", "1"))
+    assert store.commit(1)["published"]
+    store.load(1)
+    expected = {b"first": b"1"}
+    for frame in range(20):
+        batch = b"".join(put(f"k{frame}-{i}", "x" * 50) for i in range(20))
+        store.write(batch)
+        expected.update({f"k{frame}-{i}".encode(): b"x" * 50 for i in range(20)})
+    spooled = store.pending.path
+    assert spooled is not None and spooled.exists(), "a 28 KiB batch stayed in memory"
+    assert store.pending.buffer == b""
+    if fail_first_upload:
+        real = store.checkpoint.storage.upload_new
+        calls = []
+
+        def fail_once(local: Path, rel: str):  # type: ignore[no-untyped-def]
+            calls.append(rel)
+            if len(calls) == 1:
+                raise OSError("the disk is full")
+            return real(local, rel)
+
+        monkeypatch.setattr(store.checkpoint.storage, "upload_new", fail_once)
+        with pytest.raises(OSError, match="disk is full"):
+            store.commit(2)
+    assert store.commit(2)["published"]
+    assert not spooled.exists(), "the spool file outlived its commit"
+    assert contents(store) == expected
+    other = open_store(tmp_path / "root", tmp_path / "other", interval=100)
+    other.load(2)  # replays the changelogs, the spool's among them (no snapshot of 2 yet)
+    assert contents(other) == expected
+    assert other.metrics.replayed_versions >= 1, other.metrics
+    store.close()
+    other.close()
+
+
 def test_abort_discards_writes(tmp_path: Path) -> None:
     store = open_store(tmp_path / "root", tmp_path / "a")
     expected = commit_versions(store, 2)

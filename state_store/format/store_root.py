@@ -303,6 +303,12 @@ class StoreRoot:
         written = self.storage.write_new(file_path(name), data)
         return Changelog(version, FileRef(name, written.size, written.checksum))
 
+    def upload_changelog(self, version: int, local_path: Path) -> Changelog:
+        """`write_changelog` of the bytes in a local file (a batch too large to hold)."""
+        name = f"{uuid.uuid4().hex}.changelog"
+        written = self.storage.upload_new(local_path, file_path(name))
+        return Changelog(version, FileRef(name, written.size, written.checksum))
+
     def upload_snapshot(self, version: int, checkpoint_dir: Path, reusable: dict[str, FileRef],
                         num_keys: int, full: bool,
                         lineage: str) -> tuple[SnapshotDescriptor, UploadStats]:

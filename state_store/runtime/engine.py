@@ -13,7 +13,8 @@ The store is a state machine, checked on every call (`_require`), as Spark's sto
             only a load leaves it
   CLEAN     the working copy is committed version `loaded_version` (loaded, or just
             committed); reads, writes and commits may follow
-  UPDATING  the working copy is `loaded_version` plus exactly the `pending` records;
+  UPDATING  the working copy is `loaded_version` plus exactly the `pending` records
+            (changelog_spool.py);
             commit publishes them, abort drops them (back to NONE)
   CLOSED    released; nothing more
 """
@@ -37,6 +38,7 @@ from ..format.manifest import Changelog, Retention
 from ..format.records import OP_MASK, Op
 from ..format.store_root import StoreRoot, UploadStats
 from ..options import StoreOptions
+from .changelog_spool import ChangelogSpool
 from .memory import RocksMemory
 from .snapshots import Snapshotter, Taken
 from .working_copy import UNTRACKED, WorkingCopy
@@ -106,7 +108,7 @@ class VersionedStore:
                                      on_failed=self._snapshot_failed)
         self.state = State.NONE
         self.loaded_version: int | None = None  # None unless CLEAN or UPDATING
-        self.pending = bytearray()
+        self.pending = ChangelogSpool(local_dir)
 
     @property
     def num_keys(self) -> int:
@@ -264,7 +266,7 @@ class VersionedStore:
         except Exception:
             self._lose_version()  # partially applied: the working copy is unknown
             raise
-        self.pending += payload
+        self.pending.append(payload)
         self.state = State.UPDATING
 
     def drop_cf(self, cf: str) -> bool:
@@ -296,7 +298,7 @@ class VersionedStore:
                                   f"of version {self.loaded_version}")
         self._refuse_if_superseded(new_version)
         started = time.perf_counter()
-        changelog = self.checkpoint.write_changelog(new_version, bytes(self.pending))
+        changelog = self.pending.store(self.checkpoint, new_version)
         self.metrics.changelog_bytes += changelog.file.size
         if self.opts.compact_on_commit:  # before any snapshot of this version is taken
             self.copy.compact()
