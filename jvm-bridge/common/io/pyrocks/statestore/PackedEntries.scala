@@ -78,8 +78,12 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
 
   /** Sets the entry to `value` (null: known absent). False, with nothing changed, if
    * `memory` refused what it needed. */
-  def put(space: Int, key: Array[Byte], hash: Int, value: Array[Byte]): Boolean = {
-    val existing = find(space, key, hash)
+  def put(space: Int, key: Array[Byte], hash: Int, value: Array[Byte]): Boolean =
+    put(space, key, hash, value, find(space, key, hash))
+
+  /** `put`, the entry's current location (`find`'s answer) known already. */
+  def put(space: Int, key: Array[Byte], hash: Int, value: Array[Byte], existing: Long)
+      : Boolean = {
     if (existing < 0 && !roomForOneMore()) return false
     val location = append(space, key, 0, key.length, value, 0,
       if (value == null) -1 else value.length)
@@ -91,7 +95,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
       insert(location, hash)
     }
     liveBytes += recordBytes(location)
-    if (deadBytes > liveBytes && deadBytes > MinCompactBytes) compact()
+    if (deadBytes > liveBytes / 2 && deadBytes > MinCompactBytes) compact()
     true
   }
 

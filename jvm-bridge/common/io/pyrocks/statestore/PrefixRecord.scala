@@ -34,6 +34,19 @@ object PrefixRecord {
     if (listed(bytes, start)) Some(None) else None
   }
 
+  /** What the record knows of `key` without reading its value: `ReadCache.Present`,
+   * `Absent` (a key a listed record does not hold) or `Unknown`. */
+  def knows(bytes: Array[Byte], start: Int, end: Int, key: Array[Byte]): Int = {
+    val at = new Cursor(bytes, start, end, presentOnly = false)
+    while (at.advance()) {
+      val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
+        key, 0, key.length)
+      if (order == 0) return if (at.valueLength < 0) ReadCache.Absent else ReadCache.Present
+      if (order > 0) return if (listed(bytes, start)) ReadCache.Absent else ReadCache.Unknown
+    }
+    if (listed(bytes, start)) ReadCache.Absent else ReadCache.Unknown
+  }
+
   /** The present (key, value) pairs, in order, each in arrays of their own. */
   def pairs(bytes: Array[Byte], start: Int, end: Int): Array[(Array[Byte], Array[Byte])] = {
     val out = scala.collection.mutable.ArrayBuffer.empty[(Array[Byte], Array[Byte])]

@@ -235,26 +235,25 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       write(Wire.OpPut, cf, key, value)
       cache.forget(cf, key, prefix)
     } else {
-      write(withExistence(Wire.OpPut, cache.lookup(cf, key, prefix)), cf, key, value)
-      cache.remember(cf, key, value, prefix)
+      write(withExistence(Wire.OpPut, cache.write(cf, key, value, prefix)), cf, key, value)
     }
   }
 
   private[statestore] def remove(cf: String, key: Array[Byte],
       prefix: Option[Array[Byte]]): Unit = synchronized {
-    cache.lookup(cf, key, prefix) match {
-      case Some(None) => // known absent: removing it changes nothing, so nothing is sent
-      case prior => write(withExistence(Wire.OpDelete, prior), cf, key, Array.emptyByteArray)
+    val prior = cache.write(cf, key, null, prefix)
+    // Known absent: removing it changes nothing, so nothing is sent.
+    if (prior != ReadCache.Absent) {
+      write(withExistence(Wire.OpDelete, prior), cf, key, Array.emptyByteArray)
     }
-    cache.remember(cf, key, null, prefix)
   }
 
   /** Tells the worker what the cache knows of the key's existence: it counts keys exactly
    * without looking the key up again. */
-  private def withExistence(op: Byte, prior: Option[Option[Array[Byte]]]): Byte = prior match {
-    case Some(Some(_)) => (op | Wire.Known | Wire.Existed).toByte
-    case Some(None) => (op | Wire.Known).toByte
-    case None => op
+  private def withExistence(op: Byte, prior: Int): Byte = prior match {
+    case ReadCache.Present => (op | Wire.Known | Wire.Existed).toByte
+    case ReadCache.Absent => (op | Wire.Known).toByte
+    case _ => op
   }
 
   private[statestore] def merge(cf: String, key: Array[Byte], values: Array[Byte],

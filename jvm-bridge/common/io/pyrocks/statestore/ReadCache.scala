@@ -69,7 +69,8 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
           else PrefixRecord.lookup(entries.page(at), entries.valueAt(at),
             entries.valueAt(at) + entries.valueLength(at), key)
       }
-      known.orElse(if (complete || provenAbsent(key, space)) Some(None) else None)
+      known.orElse(if (complete || provenAbsent(key, space, CacheKey.hash(key, space))) Some(None)
+        else None)
     }
 
   /** Changes whenever something this cache knows may have changed: a scan that started at
@@ -86,7 +87,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
         if (complete || PrefixRecord.listed(page, start)) {
           Some(PrefixRecord.pairs(page, start, start + entries.valueLength(at)))
         } else None
-      } else if (complete || provenAbsent(prefix, space)) {
+      } else if (complete || provenAbsent(prefix, space, CacheKey.hash(prefix, space))) {
         Some(Array.empty) // nothing was ever written under it
       } else None
     }
@@ -113,28 +114,45 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   /** The worker's answer for `key` is now `value` (null = absent); `prefix` is the key's
    * scan prefix in a prefix-scan column family. */
   def remember(cf: String, key: Array[Byte], value: Array[Byte],
-      prefix: Option[Array[Byte]] = None): Unit = if (enabled) guarded {
+      prefix: Option[Array[Byte]] = None): Unit = write(cf, key, value, prefix)
+
+  /** `remember` for this store's own write of `key`, answering what the cache knew of the
+   * key before it: `ReadCache.Unknown`, `Absent` or `Present`. */
+  def write(cf: String, key: Array[Byte], value: Array[Byte],
+      prefix: Option[Array[Byte]] = None): Int = if (!enabled) ReadCache.Unknown else guarded {
     writesSeen += 1
     val space = spaceOf(cf)
+    val hash = CacheKey.hash(key, space)
+    def unlisted: Int =
+      if (complete || provenAbsent(key, space, hash)) ReadCache.Absent else ReadCache.Unknown
     prefix match {
       case None =>
-        if (value != null) addToFilter(key, space)
-        if (!entries.put(space, key, CacheKey.hash(key, space), value)) clear()
+        val at = entries.find(space, key, hash)
+        val prior = if (at < 0) unlisted
+          else if (entries.valueLength(at) < 0) ReadCache.Absent else ReadCache.Present
+        if (value != null) addToFilter(key, space, hash)
+        if (!entries.put(space, key, hash, value, at)) clear()
+        prior
       case Some(p) =>
-        val at = record(space + 1, p)
+        val pHash = CacheKey.hash(p, space + 1)
+        val at = entries.find(space + 1, p, pHash)
         val (page, start) = if (at < 0) (null, 0) else (entries.page(at), entries.valueAt(at))
+        val end = if (at < 0) 0 else start + entries.valueLength(at)
+        val known = if (at < 0) ReadCache.Unknown else PrefixRecord.knows(page, start, end, key)
+        val prior = if (known != ReadCache.Unknown) known else unlisted
         // A new record lists its prefix if nothing can be under it yet: asked before the
         // filter learns the prefix.
         val listed = if (at >= 0) PrefixRecord.listed(page, start)
-          else complete || provenAbsent(p, space + 1)
+          else complete || provenAbsent(p, space + 1, pHash)
         if (value != null) {
-          addToFilter(key, space)
-          addToFilter(p, space + 1)
+          addToFilter(key, space, hash)
+          addToFilter(p, space + 1, pHash)
         }
-        val end = if (at < 0) 0 else start + entries.valueLength(at)
         val updated = PrefixRecord.updated(page, start, end, key, value, listed)
-        if (updated.length <= PrefixRecord.MaxBytes) keep(space + 1, p, updated)
-        else drop(space + 1, p) // too large to rewrite on every write: ask the worker
+        if (updated.length > PrefixRecord.MaxBytes) {
+          drop(space + 1, p) // too large to rewrite on every write: ask the worker
+        } else if (!entries.put(space + 1, p, pHash, updated, at)) clear()
+        prior
     }
   }
 
@@ -143,11 +161,11 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     if (enabled) guarded {
       writesSeen += 1
       val space = spaceOf(cf)
-      addToFilter(key, space) // a merge may create the key
+      addToFilter(key, space, CacheKey.hash(key, space)) // a merge may create the key
       prefix match {
         case None => entries.remove(space, key, CacheKey.hash(key, space))
         case Some(p) =>
-          addToFilter(p, space + 1)
+          addToFilter(p, space + 1, CacheKey.hash(p, space + 1))
           entries.remove(space + 1, p, CacheKey.hash(p, space + 1))
       }
       complete = false
@@ -166,16 +184,14 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     complete = false
   }
 
-  /** Whether the key filter proves `bytes` (a key, or a prefix in its own space) was never
-   * written since the store was empty. */
-  private def provenAbsent(bytes: Array[Byte], space: Int): Boolean =
-    filter.exists(f => !f.mightContain(CacheKey.hash(bytes, space),
-      CacheKey.secondHash(bytes, space)))
+  /** Whether the key filter proves `bytes` (a key, or a prefix in its own space; `hash` its
+   * `CacheKey.hash`) was never written since the store was empty. */
+  private def provenAbsent(bytes: Array[Byte], space: Int, hash: Int): Boolean =
+    filter.exists(f => !f.mightContain(hash, CacheKey.secondHash(bytes, space)))
 
-  private def addToFilter(bytes: Array[Byte], space: Int): Unit = filter.foreach { f =>
-    if (f.hasRoom || growFilter(f)) {
-      f.add(CacheKey.hash(bytes, space), CacheKey.secondHash(bytes, space))
-    } else dropFilter()
+  private def addToFilter(bytes: Array[Byte], space: Int, hash: Int): Unit = filter.foreach { f =>
+    if (f.hasRoom || growFilter(f)) f.add(hash, CacheKey.secondHash(bytes, space))
+    else dropFilter()
   }
 
   /** The filter is worth more than the entries (it outlives them by design): they make room
@@ -281,6 +297,11 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
 }
 
 object ReadCache {
+  /** What the cache knew of a key before a write (`write`). */
+  val Unknown = 0
+  val Absent = 1
+  val Present = 2
+
   /** A family's every present key, read in place from a snapshot of the cache's entries:
    * the family's own records (keys of space `space`) and, for a prefix-scan family, the keys
    * in its prefixes' records (space `space` + 1). */
