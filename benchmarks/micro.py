@@ -40,14 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
+from benchmarks.bench_jar import bench_jar
 from benchmarks.macro import CHANGELOG_KEY, SPARK_HDFS, SPARK_ROCKSDB, first_line, split
 from benchmarks.procfs import TICK_SECONDS, WORKER_MODULE  # the driver counts CPU in ticks
-from state_store.driver import bridge
 from state_store.options import PREFIX
 from state_store.spark import PROVIDER_CLASS, configure, spark_conf
 
 RESULTS_JSON = report.RESULTS_DIR / "micro.json"
-BENCH_SOURCES = Path(__file__).resolve().parent / "jvm"
 BENCH_CLASS = "io.pyrocks.bench.StateOpsBenchmark"
 OURS = "pyrocks"
 OURS_NOCACHE = "pyrocks-nocache"
@@ -127,14 +126,14 @@ def build_session(local_dir: Path) -> Any:
     """local[2] with our provider's settings, plus the benchmark jar beside the shim's."""
     from pyspark.sql import SparkSession
 
-    bench_jar = str(bridge.jar_path(BENCH_SOURCES, name="pyrocks-bench"))
+    bench = str(bench_jar())
     shim_jars = spark_conf(localDir=str(local_dir))["spark.jars"]  # what configure sets
     builder = (SparkSession.builder.master("local[2]").appName("pyrocks-micro-benchmark")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", "4g"))
     builder = configure(builder, localDir=str(local_dir))
-    spark = builder.config("spark.jars", f"{shim_jars},{bench_jar}").getOrCreate()
+    spark = builder.config("spark.jars", f"{shim_jars},{bench}").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import procfs
-from benchmarks.macro import PROVIDERS, select_provider, write_batches
+from benchmarks.bench_jar import NOOP_PROVIDER, bench_jar
+from benchmarks.macro import PROVIDER_KEY, PROVIDERS, select_provider, write_batches
 from benchmarks.scale import (
     SCHEMA,
     WORKLOADS,
@@ -44,7 +45,7 @@ from benchmarks.scale import (
     state_task_ms,
 )
 
-PROVIDER_NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs")
+PROVIDER_NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs", "noop")
 # JVM frames worth listing inclusive: ours, and Spark's state store and stateful operators.
 JVM_PACKAGES = ("io.pyrocks.", "org.apache.spark.sql.execution.streaming.state.",
                 "org.apache.spark.sql.execution.streaming.")
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from state_store.spark import configure
+    from state_store.spark import configure, spark_conf
 
     out = Path(args.out).resolve()
     shutil.rmtree(out, ignore_errors=True)
@@ -168,14 +169,18 @@ def run(args: argparse.Namespace) -> None:
                                      args.batches, args.fill_rows)
         input_dir = work / "input"
         input_dir.mkdir()
+        options = {"localDir": str(work / "pool")}
         spark = configure(
             SparkSession.builder.master("local[2]").appName("pyrocks-profile")
             .config("spark.sql.shuffle.partitions", "8").config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.memory", args.driver_memory),
-            localDir=str(work / "pool")).getOrCreate()
+            .config("spark.driver.memory", args.driver_memory), **options).config(
+            "spark.jars", f"{spark_conf(**options)['spark.jars']},{bench_jar()}").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        select_provider(spark, next(p for p in PROVIDERS if p.name == args.provider))
+        if args.provider == "noop":
+            spark.conf.set(PROVIDER_KEY, NOOP_PROVIDER)
+        else:
+            select_provider(spark, next(p for p in PROVIDERS if p.name == args.provider))
         frame = (spark.readStream.schema(SCHEMA[args.workload])
                  .option("maxFilesPerTrigger", 1).parquet(str(input_dir)))
         frame, mode = _stateful(frame, args.workload, F)

@@ -15,9 +15,11 @@ to that many keys, then --warmup + --rounds measured batches of --rows rows each
   sessions     session windows per user (10 min gap, watermark an hour): the fill opens a
                session per user; measured rows extend random existing ones
 Providers: ours, Spark's RocksDB provider (its defaults), Spark's HDFS provider (state in
-the executor's heap, the in-memory floor of state stores), and `stateless`: the measured
-files alone through the same shuffle (repartition by the key) to the same noop sink, with no
-state operator: what a batch costs before any state store. Each (workload, size, provider)
+the executor's heap, the in-memory floor of state stores), and two floors: `noop`, the same
+stateful query on a state store that keeps nothing (benchmarks/jvm/: every get misses, a
+commit costs nothing), which is what the batch costs with a free store; and `stateless`: the
+measured files alone through the same shuffle (repartition by the key) to the same noop
+sink, with no state operator at all. Each (workload, size, provider)
 runs in a fresh interpreter and JVM (local[2], 8 shuffle partitions, 8g driver), which
 reports its peak RSS (JVM, and our workers) and Spark's state operator metrics (task time in
 updates, removals, i.e. the eviction scan, and commits); a run that fails (e.g. out of
@@ -48,16 +50,23 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks import report
-from benchmarks.macro import PROVIDERS, batch_metrics, file_stream, select_provider, write_batches
+from benchmarks.bench_jar import NOOP_PROVIDER, bench_jar
+from benchmarks.macro import (
+    PROVIDER_KEY,
+    PROVIDERS,
+    batch_metrics,
+    file_stream,
+    select_provider,
+    write_batches,
+)
 from benchmarks.memory import RssSampler
 
 WORKLOADS = ("aggregation", "dedup", "join", "sessions")
-PROVIDER_NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs", "stateless")
+PROVIDER_NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs", "noop", "stateless")
 KEY_COLUMN = {"aggregation": "key", "dedup": "id", "join": "key", "sessions": "user"}
 SCHEMA = {"aggregation": "key LONG, value LONG", "dedup": "id LONG, payload LONG",
           "join": "key LONG, side LONG, ts LONG", "sessions": "user LONG, ts LONG"}
-RESULTS_JSON = report.RESULTS_DIR / "scale.json"
-RESULTS_PNG = report.RESULTS_DIR / "scale.png"
+RESULTS_JSON = report.RESULTS_DIR / "scale.json"  # its chart: scale.png beside it
 MEMORY_BOUND_MB = 512  # ours: memoryBoundMB's default, shared by the executor's stores
 
 
@@ -184,7 +193,7 @@ def run_child(spec: dict[str, Any]) -> Run:
     """One (workload, size, provider) in this process: its own SparkSession and JVM."""
     from pyspark.sql import SparkSession
 
-    from state_store.spark import configure
+    from state_store.spark import configure, spark_conf
 
     cfg = Config(**{k: tuple(v) if isinstance(v, list) else v
                     for k, v in spec["config"].items()})
@@ -200,9 +209,13 @@ def run_child(spec: dict[str, Any]) -> Run:
         builder = builder.config("spark.driver.extraJavaOptions",
                                  f"-XX:StartFlightRecording=filename={recording},"
                                  "settings=profile")
-    spark = configure(builder, localDir=str(work / "pool"), **cfg.options).getOrCreate()
+    options = {"localDir": str(work / "pool"), **cfg.options}
+    jars = f"{spark_conf(**options)['spark.jars']},{bench_jar()}"  # the no-op provider's too
+    spark = configure(builder, **options).config("spark.jars", jars).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if run.provider != "stateless":
+    if run.provider == "noop":
+        spark.conf.set(PROVIDER_KEY, NOOP_PROVIDER)
+    elif run.provider != "stateless":
         select_provider(spark, next(p for p in PROVIDERS if p.name == run.provider))
     jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
     started = time.monotonic()
@@ -255,10 +268,10 @@ def spawn(cfg: Config, workload: str, keys: int, provider: str, base: Path,
     return Run(**json.loads(last))
 
 
-def sweep(cfg: Config, scratch: Path) -> list[Run]:
-    """Every planned run, added to what results/scale.json holds of other sizes and
-    workloads (a sweep done in parts; a run done again replaces its old result)."""
-    runs = previous_runs()
+def sweep(cfg: Config, scratch: Path, results: Path) -> list[Run]:
+    """Every planned run, added to what `results` holds of other sizes and workloads (a
+    sweep done in parts; a run done again replaces its old result)."""
+    runs = previous_runs(results)
     for workload in cfg.workloads:
         for keys in cfg.sizes:
             base = scratch / f"{workload}-{keys}"
@@ -274,7 +287,7 @@ def sweep(cfg: Config, scratch: Path) -> list[Run]:
                          f"batch p50 {run.median_batch_ms:,.0f} ms {run.batch_ms}, "
                          f"JVM {run.peak_jvm_mb} MiB, workers {run.peak_workers_mb} MiB"),
                       flush=True)
-                save(cfg, runs)
+                save(cfg, runs, results)
             _remove(base)
     return runs
 
@@ -288,21 +301,21 @@ def _remove(path: Path) -> None:
 # --------------------------------------------------------------------------------- report
 
 
-def previous_runs() -> list[Run]:
-    if not RESULTS_JSON.exists():
+def previous_runs(results: Path) -> list[Run]:
+    if not results.exists():
         return []
-    return [Run(**r) for r in json.loads(RESULTS_JSON.read_text())["runs"]]
+    return [Run(**r) for r in json.loads(results.read_text())["runs"]]
 
 
-def save(cfg: Config, runs: Sequence[Run]) -> None:
+def save(cfg: Config, runs: Sequence[Run], results: Path) -> None:
     """The runs, under the config they were made with, its sizes and workloads those of
     every run kept."""
     cfg = Config(**{**asdict(cfg),
                     "sizes": tuple(sorted({r.keys for r in runs})),
                     "workloads": tuple(w for w in WORKLOADS if any(r.workload == w
                                                                    for r in runs))})
-    report.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps({"benchmark": "scale", "config": asdict(cfg),
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps({"benchmark": "scale", "config": asdict(cfg),
                                         "memory_bound_mb": MEMORY_BOUND_MB,
                                         "runs": [asdict(r) for r in runs]}, indent=1))
 
@@ -314,9 +327,9 @@ def _by(payload: dict[str, Any]) -> dict[tuple[str, int, str], dict[str, Any]]:
 def render(payload: dict[str, Any]) -> str:
     runs = _by(payload)
     lines = ["median batch ms (measured batches of "
-             f"{payload['config']['rows']:,} rows); ours/x; store share = "
-             "(ours - stateless) / ours"]
-    header = (f"{'workload':<12}{'keys':>12}{'ours':>9}{'rocksdb':>9}{'hdfs':>9}"
+             f"{payload['config']['rows']:,} rows); ours/x; store share = the part of our "
+             "batch above the no-op store's: (ours - noop) / ours"]
+    header = (f"{'workload':<12}{'keys':>12}{'ours':>9}{'rocksdb':>9}{'hdfs':>9}{'noop':>8}"
               f"{'stateless':>10}{'/rocksdb':>9}{'/hdfs':>7}{'share':>7}{'ours RSS MiB':>16}")
     lines += [header, "-" * len(header)]
     for workload in payload["config"]["workloads"]:
@@ -326,12 +339,12 @@ def render(payload: dict[str, Any]) -> str:
             got = {p: runs.get((workload, keys, p), {}) for p in PROVIDER_NAMES}
             med = {p: r.get("median_batch_ms") for p, r in got.items()}
             ours = med["pyrocks"]
-            share = (None if ours is None or med["stateless"] is None
-                     else (ours - med["stateless"]) / ours)
+            share = (None if ours is None or med["noop"] is None
+                     else (ours - med["noop"]) / ours)
             rss = got["pyrocks"]
             lines.append(
                 f"{workload:<12}{keys:>12,}{_ms(ours):>9}{_ms(med['spark-rocksdb']):>9}"
-                f"{_ms(med['spark-hdfs']):>9}{_ms(med['stateless']):>10}"
+                f"{_ms(med['spark-hdfs']):>9}{_ms(med['noop']):>8}{_ms(med['stateless']):>10}"
                 f"{_x(report.ratio(ours, med['spark-rocksdb'])):>9}"
                 f"{_x(report.ratio(ours, med['spark-hdfs'])):>7}"
                 f"{('-' if share is None else f'{share:.0%}'):>7}"
@@ -350,7 +363,7 @@ def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def chart(payload: dict[str, Any]) -> None:
+def chart(payload: dict[str, Any], png: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -368,7 +381,7 @@ def chart(payload: dict[str, Any]) -> None:
                       and runs[(workload, k, provider)]["median_batch_ms"] is not None]
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=provider,
-                        linestyle="--" if provider == "stateless" else "-")
+                        linestyle="--" if provider in ("noop", "stateless") else "-")
         ax.set_xscale("log")
         ax.set_title(workload)
         ax.set_xlabel("state size (keys)")
@@ -378,7 +391,7 @@ def chart(payload: dict[str, Any]) -> None:
     fig.suptitle(f"batch time vs state size ({payload['config']['rows']:,} rows/batch, "
                  "local[2], 8 partitions)")
     fig.tight_layout()
-    fig.savefig(RESULTS_PNG, dpi=110)
+    fig.savefig(png, dpi=110)
     plt.close(fig)
 
 
@@ -422,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--providers", default=",".join(PROVIDER_NAMES))
     parser.add_argument("--rows", type=int, default=100_000, help="rows per measured batch")
     parser.add_argument("--fill-rows", type=int, default=2_000_000, help="rows per fill batch")
-    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=2, help="batches before the measured "
+                        "ones (the JIT compiles each batch's new code: early batches swing)")
     parser.add_argument("--rounds", type=int, default=3, help="measured batches (median)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument("--quick", action="store_true")
@@ -431,13 +445,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="one of our options for every run (e.g. readCacheMB=2g)")
     parser.add_argument("--jfr", default="", metavar="DIR",
                         help="record each run's JVM with Java Flight Recorder into DIR")
+    parser.add_argument("--results", default=str(RESULTS_JSON), metavar="JSON",
+                        help="where runs are kept (merged with what it holds), the chart "
+                             "beside it as .png")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(asdict(run_child(json.loads(args.child)))))
         return 0
+    results = Path(args.results)
     if args.report:
-        payload = json.loads(RESULTS_JSON.read_text())
+        payload = json.loads(results.read_text())
     else:
         if args.quick:
             args.sizes, args.rows, args.rounds = "20k,100k", 20_000, 2
@@ -453,11 +471,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown workloads or providers: {sorted(unknown)}")
         with tempfile.TemporaryDirectory(prefix="pyrocks-scale-") as scratch:
-            sweep(cfg, Path(scratch))
-        payload = json.loads(RESULTS_JSON.read_text())
+            sweep(cfg, Path(scratch), results)
+        payload = json.loads(results.read_text())
     print(render(payload))
-    chart(payload)
-    print(f"wrote {RESULTS_JSON} and {RESULTS_PNG}")
+    chart(payload, results.with_suffix(".png"))
+    print(f"wrote {results} and {results.with_suffix('.png')}")
     return 0
 
 
