@@ -28,9 +28,11 @@ CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
          "key-filter-growth-never-overflows", "a-store-loaded-empty-knows-every-key-absent",
          "a-prefix-listing-answers-for-its-keys",
          "a-complete-cache-answers-full-scans-of-the-default-family",
-         "a-complete-cache-answers-full-scans-of-a-prefix-family")
+         "a-complete-cache-answers-full-scans-of-a-prefix-family",
+         "a-cache-over-its-budget-keeps-what-it-wrote-last")
 PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignore-later-writes",
-          "prefix-records-keep-their-keys-in-order")
+          "prefix-records-keep-their-keys-in-order",
+          "packed-entries-evict-those-written-longest-ago")
 WRITERS = ("second-writer-waits-then-fails", "second-writer-never-mixes-writes",
            "reader-waits-for-writer", "abort-always-leaves-store-aborted",
            "interrupt-is-not-a-dead-worker", "open-spec-names-query-and-writer")

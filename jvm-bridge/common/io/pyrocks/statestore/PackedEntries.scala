@@ -123,6 +123,32 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     deadBytes = 0
   }
 
+  /** Forgets every entry whose record is in the oldest page kept (entries written longest
+   * ago, and not rewritten since) and gives the page back: room for newer ones. False if
+   * no page but the one being written is left. */
+  def evictOldest(): Boolean = {
+    var p = 0
+    while (p < pageCount - 1 && pages(p) == null) p += 1
+    if (p >= pageCount - 1) return false
+    val page = pages(p)
+    var at = 0
+    while (at < ends(p)) {
+      val location = p.toLong << 32 | at
+      val size = recordBytes(location).toInt
+      if (field(location, 12) == 0) { // live: the index points here
+        val keyAt = at + Head
+        val key = java.util.Arrays.copyOfRange(page, keyAt, keyAt + keyLength(location))
+        deleteSlot(slotOf(location, hashOf(key, spaceOf(location))))
+        kill(location)
+      }
+      deadBytes -= size
+      at += size
+    }
+    pages(p) = null
+    uncharge(page.length)
+    true
+  }
+
   /** The live entries as they are now, of every space (the reader picks); later changes do
    * not show in it. */
   def snapshot(): Snapshot = {
@@ -311,7 +337,7 @@ object PackedEntries {
 
   val Head = 16
   val FirstPageBytes = 4 << 10
-  val PageBytes = 1 << 20
+  val PageBytes = 256 << 10 // small beside a budget: eviction frees memory a page at a time
   private val MinSlots = 64
   private val SlotBytes = 12L // a location and a hash
   private val MaxLoad = 0.6

@@ -35,8 +35,10 @@ import java.util.concurrent.atomic.AtomicLong
  * Memory: all caches of a JVM share one budget. A cache that would exceed it first takes
  * memory back from the least recently used caches that no task is using (`CacheBudget.
  * reclaim`: a finished or idle query must not starve a running one), and only if that is
- * not enough starts over itself. Taking memory back is `clear`, which only forgets: it
- * happens under this cache's own lock, so it never races a lookup or a write.
+ * not enough evicts its own entries written longest ago, a page at a time (`storeEvicting`),
+ * so a state larger than the budget keeps the part it wrote last. Taking memory back from
+ * an idle cache is `clear`, which only forgets: it happens under that cache's own lock, so it
+ * never races a lookup or a write.
  */
 final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () => new KeyFilter()) {
   private val lock = new java.util.concurrent.locks.ReentrantLock()
@@ -131,7 +133,10 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
         val prior = if (at < 0) unlisted
           else if (entries.valueLength(at) < 0) ReadCache.Absent else ReadCache.Present
         if (value != null) addToFilter(key, space, hash)
-        if (!entries.put(space, key, hash, value, at)) clear()
+        if (!entries.put(space, key, hash, value, at) && !storeEvicting(space, key, hash, value)) {
+          entries.remove(space, key, hash) // no room for the new answer: the old one goes
+          complete = false
+        }
         prior
       case Some(p) =>
         val pHash = CacheKey.hash(p, space + 1)
@@ -151,7 +156,10 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
         val updated = PrefixRecord.updated(page, start, end, key, value, listed)
         if (updated.length > PrefixRecord.MaxBytes) {
           drop(space + 1, p) // too large to rewrite on every write: ask the worker
-        } else if (!entries.put(space + 1, p, pHash, updated, at)) clear()
+        } else if (!entries.put(space + 1, p, pHash, updated, at) &&
+            !storeEvicting(space + 1, p, pHash, updated)) {
+          drop(space + 1, p)
+        }
         prior
     }
   }
@@ -175,8 +183,25 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   private def record(space: Int, prefix: Array[Byte]): Long =
     entries.find(space, prefix, CacheKey.hash(prefix, space))
 
-  private def keep(space: Int, prefix: Array[Byte], record: Array[Byte]): Unit =
-    if (!entries.put(space, prefix, CacheKey.hash(prefix, space), record)) clear()
+  private def keep(space: Int, prefix: Array[Byte], record: Array[Byte]): Unit = {
+    val hash = CacheKey.hash(prefix, space)
+    if (!entries.put(space, prefix, hash, record)) storeEvicting(space, prefix, hash, record)
+  }
+
+  /** A `put` the budget refused, tried again after each eviction of the entries written
+   * longest ago (the cache then no longer knows every key); false if nothing is left to
+   * evict. A cache over its budget keeps the most recently written entries this way,
+   * where starting over would lose them all. */
+  private def storeEvicting(space: Int, key: Array[Byte], hash: Int,
+      value: Array[Byte]): Boolean = {
+    var stored = false
+    while (!stored && entries.evictOldest()) {
+      complete = false
+      writesSeen += 1 // a scan in flight must not learn a listing from before the eviction
+      stored = entries.put(space, key, hash, value)
+    }
+    stored
+  }
 
   /** Forgets a prefix's record: its keys are no longer all known. */
   private def drop(space: Int, prefix: Array[Byte]): Unit = {

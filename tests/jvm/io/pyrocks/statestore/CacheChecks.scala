@@ -15,7 +15,8 @@ object CacheChecks {
     "a-store-loaded-empty-knows-every-key-absent" -> loadedEmptyKnowsEveryKeyAbsent,
     "a-prefix-listing-answers-for-its-keys" -> prefixListingAnswersForItsKeys,
     "a-complete-cache-answers-full-scans-of-the-default-family" -> completeCacheAnswersFullScans,
-    "a-complete-cache-answers-full-scans-of-a-prefix-family" -> completeCacheScansPrefixFamily)
+    "a-complete-cache-answers-full-scans-of-a-prefix-family" -> completeCacheScansPrefixFamily,
+    "a-cache-over-its-budget-keeps-what-it-wrote-last" -> overBudgetKeepsTheNewest)
 
   import Wire.DefaultCf
 
@@ -312,6 +313,32 @@ object CacheChecks {
 
   private def absentAnswers(cache: ReadCache, keys: Seq[Long], f: Fixture): Seq[Long] =
     keys.filter(k => cache.lookup(DefaultCf, f.rawKey(k)).contains(None))
+
+  /** A state larger than the budget: the cache never answers wrong, stays within its
+   * budget, and still knows the keys written last (it evicts the oldest, not everything). */
+  def overBudgetKeepsTheNewest(f: Fixture): Unit = {
+    import f._
+    val limit = 2L << 20
+    val budget = new CacheBudget(limit)
+    val cache = new ReadCache(budget)
+    cache.loaded(0, unchanged = false)
+    val keys = 200000L
+    var k = 0L
+    while (k < keys) {
+      cache.write(DefaultCf, rawKey(k), rawKey(k * 7))
+      if (k % 5000 == 0) expect(budget.usedBytes <= limit && budget.usedBytes == cache.memoryBytes,
+        s"after $k keys the budget counts ${budget.usedBytes} of $limit, the cache ${cache.memoryBytes}")
+      k += 1
+    }
+    val answers = (0L until keys).map(k => k -> cache.lookup(DefaultCf, rawKey(k)))
+    val wrong = answers.collect { case (k, Some(v)) if !v.exists(_.sameElements(rawKey(k * 7))) => k }
+    expect(wrong.isEmpty, s"${wrong.size} keys answered wrong, e.g. ${wrong.take(5)}")
+    val newest = (keys - 1000 until keys).count(k => cache.lookup(DefaultCf, rawKey(k)).isDefined)
+    expect(newest == 1000, s"of the last 1000 keys written, the cache knows $newest")
+    // ~40 bytes an entry in 2 MiB less the filter: a cache that evicts keeps thousands.
+    val known = answers.count(_._2.isDefined)
+    expect(known > 5000, s"the cache knows $known keys: it started over instead of evicting")
+  }
 
   /** The filter's memory counts against the budget, and grows within it. */
   def keyFilterChargedToBudget(f: Fixture): Unit = {

@@ -10,7 +10,8 @@ object PackedChecks {
   val all: Map[String, Fixture => Unit] = Map(
     "packed-entries-answer-as-a-map-does" -> answerAsAMapDoes,
     "packed-entries-snapshots-ignore-later-writes" -> snapshotsIgnoreLaterWrites,
-    "prefix-records-keep-their-keys-in-order" -> prefixRecordsKeepOrder)
+    "prefix-records-keep-their-keys-in-order" -> prefixRecordsKeepOrder,
+    "packed-entries-evict-those-written-longest-ago" -> evictThoseWrittenLongestAgo)
 
   /** A budget that counts, and refuses past `limit`. */
   private final class Counting(var limit: Long) extends PackedEntries.Memory {
@@ -114,6 +115,35 @@ object PackedChecks {
       s"a snapshot taken after the rewrites lists ${between.size} keys")
     val now = read(packed.snapshot()).keySet
     expect(now == (3 until 20000 by 4).toSet, s"a new snapshot lists ${now.size} keys")
+  }
+
+  def evictThoseWrittenLongestAgo(f: Fixture): Unit = {
+    import f._
+    val memory = new Counting(Long.MaxValue)
+    val packed = new PackedEntries(memory, CacheKey.hash)
+    def key(k: Int): Array[Byte] = java.nio.ByteBuffer.allocate(4).putInt(k).array()
+    def put(k: Int, v: String): Unit =
+      expect(packed.put(0, key(k), CacheKey.hash(key(k), 0), v.getBytes("UTF-8")), "refused")
+    def known(k: Int): Option[String] = {
+      val at = packed.find(0, key(k), CacheKey.hash(key(k), 0))
+      if (at < 0) None else Some(new String(packed.value(at), "UTF-8"))
+    }
+    (0 until 50000).foreach(k => put(k, s"v$k"))
+    (0 until 1000).foreach(k => put(k, s"again $k")) // rewritten: now among the newest
+    val before = packed.allocatedBytes
+    (1 to 3).foreach(_ => expect(packed.evictOldest(), "nothing to evict"))
+    expect(packed.allocatedBytes < before && memory.used == packed.allocatedBytes,
+      s"eviction gave back ${before - packed.allocatedBytes} bytes; charged ${memory.used}")
+    val gone = (1000 until 50000).filter(known(_).isEmpty)
+    expect(gone.nonEmpty && gone == (1000 until 1000 + gone.size),
+      s"evicted other than the oldest: ${gone.take(5)}..${gone.takeRight(5)} (${gone.size})")
+    expect((0 until 1000).forall(k => known(k).contains(s"again $k")),
+      "a key rewritten since was evicted with its old page")
+    expect((1000 + gone.size until 50000).forall(k => known(k).contains(s"v$k")),
+      "a kept key lost its value")
+    expect(packed.size == 50000 - gone.size, s"${packed.size} entries, ${50000 - gone.size} kept")
+    while (packed.evictOldest()) {}
+    expect(packed.size < 50000, "every page but the newest evicted, yet all entries are left")
   }
 
   def prefixRecordsKeepOrder(f: Fixture): Unit = {
