@@ -210,6 +210,12 @@ def report(args: argparse.Namespace, progress: Sequence[Any], cpu: dict[str, flo
           f"(median {statistics.median(batches) if batches else '-'})")
     if progress and progress[0].stateOperators:
         print(f"state operator task-ms (median): {state_task_ms(progress)}")
+        custom = [{k: v for op in p.stateOperators for k, v in (op.customMetrics or {}).items()}
+                  for p in progress]
+        if custom and custom[0]:
+            print("custom metrics (median over batches, summed over stores): " + ", ".join(
+                f"{k} {statistics.median(c.get(k, 0) for c in custom):g}"
+                for k in sorted(custom[0])))
     print(f"CPU per batch: JVM {cpu['jvm'] / n:.2f} s, workers {cpu['workers'] / n:.2f} s")
     busiest = sorted(threads.items(), key=lambda kv: -kv[1])[:8]
     print("JVM CPU per batch by thread: " + ", ".join(f"{kind} {spent / n:.2f} s"

@@ -123,7 +123,13 @@ class WorkingCopy:
         caller iterates (Spark allows them) do not disturb the iteration.
         """
         # items() steps the iterator in RocksDB's binding, one call per pair (a third
-        # faster than key(), value() and next() from here).
+        # faster than key(), value() and next() from here); a whole family is its items().
+        if start is None and stop is None and prefix is None:
+            return iter(self.cf(cf).items())
+        return self._bounded(cf, start, stop, prefix)
+
+    def _bounded(self, cf: str, start: bytes | None, stop: bytes | None,
+                 prefix: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         for key, value in self.cf(cf).items(from_key=prefix if prefix is not None else start):
             if (prefix is not None and not key.startswith(prefix)) or (
                 stop is not None and key >= stop

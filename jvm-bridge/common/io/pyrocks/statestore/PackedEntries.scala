@@ -1,7 +1,5 @@
 package io.pyrocks.statestore
 
-import org.apache.spark.unsafe.Platform
-
 /**
  * The read cache's storage: (space, key) -> value (or "absent"), packed. Each entry is one
  * record in a page of bytes — `[space i32][key length i32][value length i32, -1 = absent]
@@ -164,7 +162,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   private def pageOf(location: Long): Int = (location >>> 32).toInt
   private def offsetOf(location: Long): Int = location.toInt
   private def field(location: Long, at: Int): Int =
-    Platform.getInt(pages(pageOf(location)), Platform.BYTE_ARRAY_OFFSET + offsetOf(location) + at)
+    Int32.get(pages(pageOf(location)), offsetOf(location) + at)
   private def spaceOf(location: Long): Int = field(location, 0)
   private def keyLength(location: Long): Int = field(location, 4)
   private def recordBytes(location: Long): Long =
@@ -179,8 +177,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
 
   /** The record no longer holds its entry: snapshots taken from now on skip it. */
   private def kill(location: Long): Unit = {
-    Platform.putInt(pages(pageOf(location)),
-      Platform.BYTE_ARRAY_OFFSET + offsetOf(location) + 12, snapshots + 1)
+    Int32.put(pages(pageOf(location)), offsetOf(location) + 12, snapshots + 1)
     val size = recordBytes(location)
     liveBytes -= size
     deadBytes += size
@@ -195,11 +192,10 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
       if (!newPage(size)) return -1L
     }
     val page = pages(pageCount - 1)
-    val at = Platform.BYTE_ARRAY_OFFSET + writePos
-    Platform.putInt(page, at, space)
-    Platform.putInt(page, at + 4, keyLength)
-    Platform.putInt(page, at + 8, valueLength)
-    Platform.putInt(page, at + 12, 0)
+    Int32.put(page, writePos, space)
+    Int32.put(page, writePos + 4, keyLength)
+    Int32.put(page, writePos + 8, valueLength)
+    Int32.put(page, writePos + 12, 0)
     System.arraycopy(key, keyAt, page, writePos + Head, keyLength)
     if (valueLength > 0) {
       System.arraycopy(value, valueAt, page, writePos + Head + keyLength, valueLength)
@@ -374,7 +370,7 @@ object PackedEntries {
     }
 
     private def int(offset: Int): Int =
-      Platform.getInt(page, Platform.BYTE_ARRAY_OFFSET + at + offset)
+      Int32.get(page, at + offset)
 
     def space: Int = int(0)
     def keyAt: Int = at + Head

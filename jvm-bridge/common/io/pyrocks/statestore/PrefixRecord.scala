@@ -1,12 +1,9 @@
 package io.pyrocks.statestore
 
-import org.apache.spark.unsafe.Platform
-
 /**
  * The entries of one scan prefix, as the read cache keeps them: one record, `[listed u8]`
  * then, in the worker's key order (unsigned bytewise), `[key length i32][value length i32,
- * -1 = absent][key][value]` per key (lengths in native order: the record never leaves the
- * JVM). A listed record holds every key under its prefix, so a
+ * -1 = absent][key][value]` per key (`Int32`: the record never leaves the JVM). A listed record holds every key under its prefix, so a
  * key it does not hold is absent; absent keys are written only into records that are not
  * listed. Small by design (`MaxBytes`): it is rewritten whole on every write under the prefix.
  * Read in place: `bytes` from `start` to `end` (a slice of a page of `PackedEntries`).
@@ -47,17 +44,6 @@ object PrefixRecord {
     if (listed(bytes, start)) ReadCache.Absent else ReadCache.Unknown
   }
 
-  /** The present (key, value) pairs, in order, each in arrays of their own. */
-  def pairs(bytes: Array[Byte], start: Int, end: Int): Array[(Array[Byte], Array[Byte])] = {
-    val out = scala.collection.mutable.ArrayBuffer.empty[(Array[Byte], Array[Byte])]
-    val at = new Cursor(bytes, start, end, presentOnly = true)
-    while (at.advance()) {
-      out += ((java.util.Arrays.copyOfRange(bytes, at.keyAt, at.keyAt + at.keyLength),
-        java.util.Arrays.copyOfRange(bytes, at.valueAt, at.valueAt + at.valueLength)))
-    }
-    out.toArray
-  }
-
   def of(pairs: Seq[(Array[Byte], Array[Byte])], listed: Boolean): Array[Byte] = {
     val out = new Array[Byte](1 + pairs.map(p => 8 + p._1.length + p._2.length).sum)
     out(0) = if (listed) 1 else 0
@@ -69,38 +55,43 @@ object PrefixRecord {
    * absent), listed or not. */
   def updated(bytes: Array[Byte], start: Int, end: Int, key: Array[Byte], value: Array[Byte],
       listed: Boolean): Array[Byte] = {
-    val keep = if (value != null || !listed) 8 + key.length + (if (value == null) 0
-      else value.length) else 0
-    val old = if (bytes == null) 0 else end - start - 1
-    val out = new java.io.ByteArrayOutputStream(1 + old + keep)
-    out.write(if (listed) 1 else 0)
-    var placed = false
-    def place(): Unit = {
-      if (keep > 0) {
-        val entry = new Array[Byte](keep)
-        put(entry, 0, key, 0, key.length, value, 0, if (value == null) -1 else value.length)
-        out.write(entry)
-      }
-      placed = true
+    val keep = value != null || !listed // a listed record holds no absent key
+    val valueLength = if (value == null) -1 else value.length
+    var size = 1 + (if (keep) 8 + key.length + math.max(valueLength, 0) else 0)
+    val at = if (bytes == null) null else new Cursor(bytes, start, end, presentOnly = false)
+    var old = -1 // where `key` is in the old record, if it is
+    while (at != null && at.advance()) {
+      if (equal(bytes, at, key)) old = at.entryAt else size += at.entryLength
     }
-    if (bytes != null) {
-      val at = new Cursor(bytes, start, end, presentOnly = false)
-      while (at.advance()) {
-        val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
-          key, 0, key.length)
-        if (order >= 0 && !placed) place()
-        if (order != 0) out.write(bytes, at.entryAt, at.entryLength)
+    val out = new Array[Byte](size)
+    out(0) = if (listed) 1 else 0
+    var pos = 1
+    var placed = !keep
+    val from = if (bytes == null) null else new Cursor(bytes, start, end, presentOnly = false)
+    while (from != null && from.advance()) {
+      if (!placed && java.util.Arrays.compareUnsigned(bytes, from.keyAt,
+          from.keyAt + from.keyLength, key, 0, key.length) >= 0) {
+        pos = put(out, pos, key, 0, key.length, value, 0, valueLength)
+        placed = true
+      }
+      if (from.entryAt != old) {
+        System.arraycopy(bytes, from.entryAt, out, pos, from.entryLength)
+        pos += from.entryLength
       }
     }
-    if (!placed) place()
-    out.toByteArray
+    if (!placed) put(out, pos, key, 0, key.length, value, 0, valueLength)
+    out
   }
+
+  private def equal(bytes: Array[Byte], at: Cursor, key: Array[Byte]): Boolean =
+    at.keyLength == key.length &&
+      java.util.Arrays.equals(bytes, at.keyAt, at.keyAt + at.keyLength, key, 0, key.length)
 
   /** Writes one entry at `at` of `out`; where the next one goes. `valueLength` -1: absent. */
   private def put(out: Array[Byte], at: Int, key: Array[Byte], keyAt: Int, keyLength: Int,
       value: Array[Byte], valueAt: Int, valueLength: Int): Int = {
-    Platform.putInt(out, Platform.BYTE_ARRAY_OFFSET + at, keyLength)
-    Platform.putInt(out, Platform.BYTE_ARRAY_OFFSET + at + 4, valueLength)
+    Int32.put(out, at, keyLength)
+    Int32.put(out, at + 4, valueLength)
     System.arraycopy(key, keyAt, out, at + 8, keyLength)
     if (valueLength > 0) System.arraycopy(value, valueAt, out, at + 8 + keyLength, valueLength)
     at + 8 + keyLength + math.max(valueLength, 0)
@@ -133,5 +124,5 @@ object PrefixRecord {
   }
 
   private def int(bytes: Array[Byte], at: Int): Int =
-    Platform.getInt(bytes, Platform.BYTE_ARRAY_OFFSET + at)
+    Int32.get(bytes, at)
 }

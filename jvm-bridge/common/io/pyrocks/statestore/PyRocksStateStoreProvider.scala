@@ -273,7 +273,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     })
     else {
       val listed = if (mode == Wire.ScanPrefix) cache.listing(cf, a) else None
-      listed.map(pairs => new ListedScan(pairs.iterator)).getOrElse(streamed(cf, mode, a, b))
+      listed.getOrElse(streamed(cf, mode, a, b))
     }
   }
 

@@ -79,18 +79,19 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
    * one epoch and ended at the same one saw the store as it still is. */
   def epoch: Long = guarded(writesSeen)
 
-  /** Every (key, value) under `prefix`, in scan order, if known without asking the worker. */
-  def listing(cf: String, prefix: Array[Byte]): Option[Array[(Array[Byte], Array[Byte])]] =
+  /** Every (key, value) under `prefix`, in scan order, if known without asking the worker:
+   * read in place from its record as it is now (later writes make new records). */
+  def listing(cf: String, prefix: Array[Byte]): Option[KeyValueScan] =
     if (!enabled) None else guarded {
       val space = spaceOf(cf) + 1
       val at = record(space, prefix)
       if (at >= 0) {
         val (page, start) = (entries.page(at), entries.valueAt(at))
         if (complete || PrefixRecord.listed(page, start)) {
-          Some(PrefixRecord.pairs(page, start, start + entries.valueLength(at)))
+          Some(new ReadCache.RecordScan(page, start, start + entries.valueLength(at)))
         } else None
       } else if (complete || provenAbsent(prefix, space, CacheKey.hash(prefix, space))) {
-        Some(Array.empty) // nothing was ever written under it
+        Some(new ListedScan(Iterator.empty)) // nothing was ever written under it
       } else None
     }
 
@@ -212,10 +213,10 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   /** Whether the key filter proves `bytes` (a key, or a prefix in its own space; `hash` its
    * `CacheKey.hash`) was never written since the store was empty. */
   private def provenAbsent(bytes: Array[Byte], space: Int, hash: Int): Boolean =
-    filter.exists(f => !f.mightContain(hash, CacheKey.secondHash(bytes, space)))
+    filter.exists(f => !f.mightContain(hash, CacheKey.stride(hash)))
 
   private def addToFilter(bytes: Array[Byte], space: Int, hash: Int): Unit = filter.foreach { f =>
-    if (f.hasRoom || growFilter(f)) f.add(hash, CacheKey.secondHash(bytes, space))
+    if (f.hasRoom || growFilter(f)) f.add(hash, CacheKey.stride(hash))
     else dropFilter()
   }
 
@@ -322,6 +323,19 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
 }
 
 object ReadCache {
+  /** The present keys of one prefix record, read in place. */
+  final class RecordScan(page: Array[Byte], start: Int, end: Int) extends KeyValueScan {
+    private val at = new PrefixRecord.Cursor(page, start, end, presentOnly = true)
+    override def advance(): Boolean = at.advance()
+    override def keyBytes: Array[Byte] = page
+    override def keyAt: Int = at.keyAt
+    override def keyLength: Int = at.keyLength
+    override def valueBytes: Array[Byte] = page
+    override def valueAt: Int = at.valueAt
+    override def valueLength: Int = at.valueLength
+    override def close(): Unit = {}
+  }
+
   /** What the cache knew of a key before a write (`write`). */
   val Unknown = 0
   val Absent = 1
