@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -259,12 +260,23 @@ def spawn(cfg: Config, workload: str, keys: int, provider: str, base: Path,
           work: Path) -> Run:
     spec = {"config": asdict(cfg), "workload": workload, "keys": keys, "provider": provider,
             "input": str(base), "work": str(work)}
-    done = subprocess.run([sys.executable, "-m", "benchmarks.scale", "--child", json.dumps(spec)],
-                          capture_output=True, text=True, timeout=cfg.timeout_s + 300)
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    if done.returncode != 0 or not last.startswith("{"):
+    # A session of its own, so that a run past its deadline goes with its JVM and workers:
+    # a JVM lost in garbage collection answers nothing, its own timeout included.
+    child = subprocess.Popen([sys.executable, "-m", "benchmarks.scale", "--child",
+                              json.dumps(spec)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = cfg.timeout_s + 300
+    try:
+        stdout, stderr = child.communicate(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
         return Run(workload, keys, provider,
-                   error=f"exit {done.returncode}: {done.stderr.strip()[-600:]}")
+                   error=f"no answer within {deadline:.0f} s (killed with its JVM)")
+    last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    if child.returncode != 0 or not last.startswith("{"):
+        return Run(workload, keys, provider,
+                   error=f"exit {child.returncode}: {stderr.strip()[-600:]}")
     return Run(**json.loads(last))
 
 
