@@ -7,15 +7,10 @@ import scala.util.hashing.MurmurHash3
  * to (a column family's keys, or its scan prefixes; see `ReadCache.spaceOf`), so no (family,
  * key) pair hashes as another however the bytes look, and the bytes are never copied to tag
  * them. Murmur, not `ByteBuffer.hashCode`: that polynomial collides heavily on UnsafeRow keys
- * (fixed-width fields, mostly zero bytes). The key filter takes the hash as its first probe
- * and `stride` of it, made odd so probes never repeat, as its stride: a second pass over the
- * bytes (every write and every miss paid one) would only make the two independent where the
- * first hash already collides, one key in 2^32.
+ * (fixed-width fields, mostly zero bytes). The key filter probes from this hash alone
+ * (`KeyFilter.add`).
  */
 object CacheKey {
   def hash(bytes: Array[Byte], space: Int): Int =
     MurmurHash3.bytesHash(bytes, 0x3c074a61 + space * 0x9e3779b9)
-
-  /** The key filter's probe stride for a key of `hash`: Murmur's finalizer of it. */
-  def stride(hash: Int): Int = MurmurHash3.finalizeHash(hash ^ 0x1b873593, 4) | 1
 }

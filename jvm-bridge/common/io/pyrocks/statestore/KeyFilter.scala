@@ -70,11 +70,14 @@ final class KeyFilter(initialCapacity: Int = 1 << 14, maxBits: Long = KeyFilter.
     blooms += new Bloom(blooms.last.capacity * KeyFilter.Growth)
   }
 
-  /** Adds a key by its two hashes (`CacheKey`) to the newest filter, even if that is already
+  /** Adds a key by its hash (`CacheKey.hash`) to the newest filter, even if that is already
    * full (it only gets less selective). */
-  def add(h1: Int, h2: Int): Unit = blooms.last.add(h1, h2)
+  def add(hash: Int): Unit = blooms.last.add(hash, KeyFilter.stride(hash))
 
-  def mightContain(h1: Int, h2: Int): Boolean = blooms.exists(_.mightContain(h1, h2))
+  def mightContain(hash: Int): Boolean = {
+    val stride = KeyFilter.stride(hash)
+    blooms.exists(_.mightContain(hash, stride))
+  }
 
   def bytes: Long = blooms.map(_.bytes).sum
 }
@@ -85,6 +88,13 @@ object KeyFilter {
   val Growth = 4
   /** Bit indexes are Ints. */
   val MaxBits: Long = Int.MaxValue
+
+  /** The probes' stride for a key of `hash`: Murmur's finalizer of it, odd so that probes
+   * never repeat. Derived from the hash rather than from a second pass over the key's bytes
+   * (which every write and every miss would pay): the two are then dependent only where the
+   * hash itself collides, one key in 2^32. */
+  private def stride(hash: Int): Int =
+    scala.util.hashing.MurmurHash3.finalizeHash(hash ^ 0x1b873593, 4) | 1
 
   /** Bytes a filter of `capacity` keys allocates (its words). */
   def bytesFor(capacity: Long): Long = (capacity * BitsPerKey + 63) / 64 * 8

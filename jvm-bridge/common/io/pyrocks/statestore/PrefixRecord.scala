@@ -3,9 +3,9 @@ package io.pyrocks.statestore
 /**
  * The entries of one scan prefix, as the read cache keeps them: one record, `[listed u8]`
  * then, in the worker's key order (unsigned bytewise), `[key length i32][value length i32,
- * -1 = absent][key][value]` per key (`Int32`: the record never leaves the JVM). A listed record holds every key under its prefix, so a
- * key it does not hold is absent; absent keys are written only into records that are not
- * listed. Small by design (`MaxBytes`): it is rewritten whole on every write under the prefix.
+ * -1 = absent][key][value]` per key (`Int32`: the record never leaves the JVM). A listed
+ * record holds every key under its prefix, so a key it does not hold is absent; absent keys
+ * are written only into records that are not listed. Small by design (`MaxBytes`): it is rewritten whole on every write under the prefix.
  * Read in place: `bytes` from `start` to `end` (a slice of a page of `PackedEntries`).
  */
 object PrefixRecord {
@@ -57,35 +57,33 @@ object PrefixRecord {
       listed: Boolean): Array[Byte] = {
     val keep = value != null || !listed // a listed record holds no absent key
     val valueLength = if (value == null) -1 else value.length
-    var size = 1 + (if (keep) 8 + key.length + math.max(valueLength, 0) else 0)
-    val at = if (bytes == null) null else new Cursor(bytes, start, end, presentOnly = false)
-    var old = -1 // where `key` is in the old record, if it is
-    while (at != null && at.advance()) {
-      if (equal(bytes, at, key)) old = at.entryAt else size += at.entryLength
+    // Entries are in key order, so one search finds both where `key` goes and the entry it
+    // replaces (the first entry not below it, if equal); the rest is copied around it whole.
+    var split = end
+    var replaced = 0
+    if (bytes != null) {
+      val at = new Cursor(bytes, start, end, presentOnly = false)
+      var searching = true
+      while (searching && at.advance()) {
+        val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
+          key, 0, key.length)
+        if (order >= 0) {
+          split = at.entryAt
+          if (order == 0) replaced = at.entryLength
+          searching = false
+        }
+      }
     }
-    val out = new Array[Byte](size)
+    val before = if (bytes == null) 0 else split - (start + 1)
+    val after = if (bytes == null) 0 else end - split - replaced
+    val entry = if (keep) 8 + key.length + math.max(valueLength, 0) else 0
+    val out = new Array[Byte](1 + before + entry + after)
     out(0) = if (listed) 1 else 0
-    var pos = 1
-    var placed = !keep
-    val from = if (bytes == null) null else new Cursor(bytes, start, end, presentOnly = false)
-    while (from != null && from.advance()) {
-      if (!placed && java.util.Arrays.compareUnsigned(bytes, from.keyAt,
-          from.keyAt + from.keyLength, key, 0, key.length) >= 0) {
-        pos = put(out, pos, key, 0, key.length, value, 0, valueLength)
-        placed = true
-      }
-      if (from.entryAt != old) {
-        System.arraycopy(bytes, from.entryAt, out, pos, from.entryLength)
-        pos += from.entryLength
-      }
-    }
-    if (!placed) put(out, pos, key, 0, key.length, value, 0, valueLength)
+    if (before > 0) System.arraycopy(bytes, start + 1, out, 1, before)
+    if (keep) put(out, 1 + before, key, 0, key.length, value, 0, valueLength)
+    if (after > 0) System.arraycopy(bytes, split + replaced, out, 1 + before + entry, after)
     out
   }
-
-  private def equal(bytes: Array[Byte], at: Cursor, key: Array[Byte]): Boolean =
-    at.keyLength == key.length &&
-      java.util.Arrays.equals(bytes, at.keyAt, at.keyAt + at.keyLength, key, 0, key.length)
 
   /** Writes one entry at `at` of `out`; where the next one goes. `valueLength` -1: absent. */
   private def put(out: Array[Byte], at: Int, key: Array[Byte], keyAt: Int, keyLength: Int,
@@ -95,6 +93,19 @@ object PrefixRecord {
     System.arraycopy(key, keyAt, out, at + 8, keyLength)
     if (valueLength > 0) System.arraycopy(value, valueAt, out, at + 8 + keyLength, valueLength)
     at + 8 + keyLength + math.max(valueLength, 0)
+  }
+
+  /** The present keys of one prefix record, read in place. */
+  final class Scan(page: Array[Byte], start: Int, end: Int) extends KeyValueScan {
+    private val at = new Cursor(page, start, end, presentOnly = true)
+    override def advance(): Boolean = at.advance()
+    override def keyBytes: Array[Byte] = page
+    override def keyAt: Int = at.keyAt
+    override def keyLength: Int = at.keyLength
+    override def valueBytes: Array[Byte] = page
+    override def valueAt: Int = at.valueAt
+    override def valueLength: Int = at.valueLength
+    override def close(): Unit = {}
   }
 
   /** The entries of a record one at a time, in place; `presentOnly` skips absent ones. */
@@ -112,8 +123,8 @@ object PrefixRecord {
       var found = false
       while (!found && next < end) {
         entryAt = next
-        keyLength = int(bytes, next)
-        valueLength = int(bytes, next + 4)
+        keyLength = Int32.get(bytes, next)
+        valueLength = Int32.get(bytes, next + 4)
         keyAt = next + 8
         valueAt = keyAt + keyLength
         next = valueAt + math.max(valueLength, 0)
@@ -122,7 +133,4 @@ object PrefixRecord {
       found
     }
   }
-
-  private def int(bytes: Array[Byte], at: Int): Int =
-    Int32.get(bytes, at)
 }

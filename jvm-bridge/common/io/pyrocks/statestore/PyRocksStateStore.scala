@@ -260,17 +260,19 @@ trait KeyValueScan {
   def pairs: Iterator[(Array[Byte], Array[Byte])] = iterator.map(at => (at.key(), at.value()))
 }
 
-/** A scan over pairs already in arrays of their own (a prefix's listing): no round trip. */
-final class ListedScan(pairs: Iterator[(Array[Byte], Array[Byte])]) extends KeyValueScan {
-  private var current: (Array[Byte], Array[Byte]) = _
-  override def advance(): Boolean = pairs.hasNext && { current = pairs.next(); true }
-  override def keyBytes: Array[Byte] = current._1
-  override def keyAt: Int = 0
-  override def keyLength: Int = current._1.length
-  override def valueBytes: Array[Byte] = current._2
-  override def valueAt: Int = 0
-  override def valueLength: Int = current._2.length
-  override def close(): Unit = {}
+object KeyValueScan {
+  /** A scan with no pair: a prefix under which nothing was ever written. */
+  object Empty extends KeyValueScan {
+    override def advance(): Boolean = false
+    private def none = throw new NoSuchElementException("an empty scan has no pair")
+    override def keyBytes: Array[Byte] = none
+    override def keyAt: Int = none
+    override def keyLength: Int = none
+    override def valueBytes: Array[Byte] = none
+    override def valueAt: Int = none
+    override def valueLength: Int = none
+    override def close(): Unit = {}
+  }
 }
 
 /** A scan that starts (`start`) when its first pair is asked for: one never read costs

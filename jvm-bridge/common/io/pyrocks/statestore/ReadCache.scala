@@ -71,7 +71,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
           else PrefixRecord.lookup(entries.page(at), entries.valueAt(at),
             entries.valueAt(at) + entries.valueLength(at), key)
       }
-      known.orElse(if (complete || provenAbsent(key, space, CacheKey.hash(key, space))) Some(None)
+      known.orElse(if (complete || provenAbsent(CacheKey.hash(key, space))) Some(None)
         else None)
     }
 
@@ -88,10 +88,10 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
       if (at >= 0) {
         val (page, start) = (entries.page(at), entries.valueAt(at))
         if (complete || PrefixRecord.listed(page, start)) {
-          Some(new ReadCache.RecordScan(page, start, start + entries.valueLength(at)))
+          Some(new PrefixRecord.Scan(page, start, start + entries.valueLength(at)))
         } else None
-      } else if (complete || provenAbsent(prefix, space, CacheKey.hash(prefix, space))) {
-        Some(new ListedScan(Iterator.empty)) // nothing was ever written under it
+      } else if (complete || provenAbsent(CacheKey.hash(prefix, space))) {
+        Some(KeyValueScan.Empty) // nothing was ever written under it
       } else None
     }
 
@@ -127,13 +127,13 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     val space = spaceOf(cf)
     val hash = CacheKey.hash(key, space)
     def unlisted: Int =
-      if (complete || provenAbsent(key, space, hash)) ReadCache.Absent else ReadCache.Unknown
+      if (complete || provenAbsent(hash)) ReadCache.Absent else ReadCache.Unknown
     prefix match {
       case None =>
         val at = entries.find(space, key, hash)
         val prior = if (at < 0) unlisted
           else if (entries.valueLength(at) < 0) ReadCache.Absent else ReadCache.Present
-        if (value != null) addToFilter(key, space, hash)
+        if (value != null) addToFilter(hash)
         if (!entries.put(space, key, hash, value, at) && !storeEvicting(space, key, hash, value)) {
           entries.remove(space, key, hash) // no room for the new answer: the old one goes
           complete = false
@@ -149,10 +149,10 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
         // A new record lists its prefix if nothing can be under it yet: asked before the
         // filter learns the prefix.
         val listed = if (at >= 0) PrefixRecord.listed(page, start)
-          else complete || provenAbsent(p, space + 1, pHash)
+          else complete || provenAbsent(pHash)
         if (value != null) {
-          addToFilter(key, space, hash)
-          addToFilter(p, space + 1, pHash)
+          addToFilter(hash)
+          addToFilter(pHash)
         }
         val updated = PrefixRecord.updated(page, start, end, key, value, listed)
         if (updated.length > PrefixRecord.MaxBytes) {
@@ -170,12 +170,14 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     if (enabled) guarded {
       writesSeen += 1
       val space = spaceOf(cf)
-      addToFilter(key, space, CacheKey.hash(key, space)) // a merge may create the key
+      val hash = CacheKey.hash(key, space)
+      addToFilter(hash) // a merge may create the key
       prefix match {
-        case None => entries.remove(space, key, CacheKey.hash(key, space))
+        case None => entries.remove(space, key, hash)
         case Some(p) =>
-          addToFilter(p, space + 1, CacheKey.hash(p, space + 1))
-          entries.remove(space + 1, p, CacheKey.hash(p, space + 1))
+          val pHash = CacheKey.hash(p, space + 1)
+          addToFilter(pHash)
+          entries.remove(space + 1, p, pHash)
       }
       complete = false
     }
@@ -210,13 +212,12 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     complete = false
   }
 
-  /** Whether the key filter proves `bytes` (a key, or a prefix in its own space; `hash` its
-   * `CacheKey.hash`) was never written since the store was empty. */
-  private def provenAbsent(bytes: Array[Byte], space: Int, hash: Int): Boolean =
-    filter.exists(f => !f.mightContain(hash, CacheKey.stride(hash)))
+  /** Whether the key filter proves the key (or prefix) whose `CacheKey.hash` is `hash` was
+   * never written since the store was empty. */
+  private def provenAbsent(hash: Int): Boolean = filter.exists(f => !f.mightContain(hash))
 
-  private def addToFilter(bytes: Array[Byte], space: Int, hash: Int): Unit = filter.foreach { f =>
-    if (f.hasRoom || growFilter(f)) f.add(hash, CacheKey.stride(hash))
+  private def addToFilter(hash: Int): Unit = filter.foreach { f =>
+    if (f.hasRoom || growFilter(f)) f.add(hash)
     else dropFilter()
   }
 
@@ -323,19 +324,6 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
 }
 
 object ReadCache {
-  /** The present keys of one prefix record, read in place. */
-  final class RecordScan(page: Array[Byte], start: Int, end: Int) extends KeyValueScan {
-    private val at = new PrefixRecord.Cursor(page, start, end, presentOnly = true)
-    override def advance(): Boolean = at.advance()
-    override def keyBytes: Array[Byte] = page
-    override def keyAt: Int = at.keyAt
-    override def keyLength: Int = at.keyLength
-    override def valueBytes: Array[Byte] = page
-    override def valueAt: Int = at.valueAt
-    override def valueLength: Int = at.valueLength
-    override def close(): Unit = {}
-  }
-
   /** What the cache knew of a key before a write (`write`). */
   val Unknown = 0
   val Absent = 1

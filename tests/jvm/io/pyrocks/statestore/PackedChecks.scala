@@ -161,7 +161,7 @@ object PackedChecks {
           value, listed)
         if (value == null && listed) model.remove(key.toSeq) else model(key.toSeq) = Option(value).map(_.toSeq)
       }
-      val pairs = new ReadCache.RecordScan(record, 0, record.length).pairs
+      val pairs = new PrefixRecord.Scan(record, 0, record.length).pairs
         .map { case (k, v) => (k.toSeq, v.toSeq) }.toSeq
       val want = model.toSeq.collect { case (k, Some(v)) => (k, v) }
       expect(pairs == want, s"listed=$listed: pairs $pairs, want $want")
