@@ -45,14 +45,15 @@ object KeyLayoutChecks {
         d.precision, d.scale)
   }
 
-  /** A key row of `schema`, a field in five null; narrow fields first hold -1 in their whole
-   * slot (UnsafeRow's setters of narrow types leave the rest of the slot as it was). */
-  private def keyRow(schema: StructType, rnd: Random): UnsafeRow = {
+  /** A key row of `schema` (`toUnsafe` its projection: generating one per row cost most of
+   * this check's time), a field in five null; narrow fields first hold -1 in their whole slot
+   * (UnsafeRow's setters of narrow types leave the rest of the slot as it was). */
+  private def keyRow(schema: StructType, toUnsafe: UnsafeProjection, rnd: Random): UnsafeRow = {
     val in = new GenericInternalRow(schema.length)
     schema.fields.zipWithIndex.foreach { case (f, i) =>
       if (rnd.nextInt(5) != 0) in.update(i, value(f.dataType, rnd))
     }
-    val row = UnsafeProjection.create(schema)(in).copy()
+    val row = toUnsafe(in).copy()
     schema.fields.zipWithIndex.foreach { case (f, i) =>
       if (!row.isNullAt(i)) f.dataType match {
         case IntegerType | DateType | _: YearMonthIntervalType =>
@@ -73,16 +74,17 @@ object KeyLayoutChecks {
     val schemas = Seq(schemaOf(types), schemaOf(Seq(LongType, TimestampType)),
       schemaOf(Seq.fill(70)(LongType)) /* two bitset words */) ++
       Seq.fill(20)(schemaOf(Seq.fill(1 + rnd.nextInt(8))(types(rnd.nextInt(types.length)))))
-    for (schema <- schemas; prefix <- 1 until schema.length) {
+    for (schema <- schemas; toUnsafe = UnsafeProjection.create(schema);
+         prefix <- 1 until schema.length) {
       val spark = sparkEncoder(schema, prefix)
       val project = UnsafeProjection.create(schema.fields.take(prefix).zipWithIndex.map {
         case (field, i) => BoundReference(i, field.dataType, field.nullable)
       }.toSeq)
-      val sample = spark.encodeKey(keyRow(schema, rnd))
+      val sample = spark.encodeKey(keyRow(schema, toUnsafe, rnd))
       val ours = FixedWidthKeys.of(schema, prefix, sample(4)).getOrElse(
         throw new AssertionError(s"no fixed-width layout for $schema"))
       for (_ <- 1 to 200) {
-        val row = keyRow(schema, rnd)
+        val row = keyRow(schema, toUnsafe, rnd)
         val theirs = spark.encodeKey(row)
         expect(java.util.Arrays.equals(ours.key(row), theirs),
           s"key of $row ($schema, prefix $prefix): ${hex(ours.key(row))} != ${hex(theirs)}")
@@ -106,11 +108,12 @@ object KeyLayoutChecks {
     val schema = schemaOf(Seq(LongType, TimestampType))
     val keys = new PrefixScanKeys(sparkEncoder(schema, 1), schema, 1)
     val rnd = new Random(7)
-    (1 to PrefixScanKeys.Checks - 1).foreach(_ => keys.key(keyRow(schema, rnd)))
+    val toUnsafe = UnsafeProjection.create(schema)
+    (1 to PrefixScanKeys.Checks - 1).foreach(_ => keys.key(keyRow(schema, toUnsafe, rnd)))
     expect(!keys.ownLayout, s"trusted after ${PrefixScanKeys.Checks - 1} matches")
-    keys.key(keyRow(schema, rnd))
+    keys.key(keyRow(schema, toUnsafe, rnd))
     expect(keys.ownLayout, s"not trusted after ${PrefixScanKeys.Checks} matches")
-    val row = keyRow(schema, rnd)
+    val row = keyRow(schema, toUnsafe, rnd)
     expect(keys.decode(keys.key(row), 0, keys.key(row).length) ==
       sparkEncoder(schema, 1).decodeKey(keys.key(row)),
       s"the trusted layout decodes $row otherwise than Spark")
