@@ -29,7 +29,9 @@ CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
          "a-prefix-listing-answers-for-its-keys",
          "a-complete-cache-answers-full-scans-of-the-default-family",
          "a-complete-cache-answers-full-scans-of-a-prefix-family",
-         "a-cache-over-its-budget-keeps-what-it-wrote-last")
+         "a-cache-over-its-budget-keeps-what-it-wrote-last",
+         "a-walk-in-key-order-reads-ahead-and-stays-exact",
+         "a-read-ahead-window-is-charged-and-kept-exact")
 PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignore-later-writes",
           "prefix-records-keep-their-keys-in-order",
           "packed-entries-evict-those-written-longest-ago")

@@ -124,3 +124,45 @@ def test_a_worker_starts_without_loading_pyspark() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
+
+
+def pairs_of(chunk: bytes) -> tuple[bool, list[tuple[bytes, bytes]]]:
+    """A chunk: [more u8], then (key_len u32, key, value_len u32, value) pairs."""
+    found, at = [], 1
+    while at < len(chunk):
+        key_len = int.from_bytes(chunk[at:at + 4], "big")
+        key = chunk[at + 4:at + 4 + key_len]
+        at += 4 + key_len
+        value_len = int.from_bytes(chunk[at:at + 4], "big")
+        found.append((key, chunk[at + 4:at + 4 + value_len]))
+        at += 4 + value_len
+    return chunk[0] == 1, found
+
+
+def test_a_read_ahead_answers_the_pairs_from_its_key_on(worker, tmp_path: Path) -> None:
+    """READ_AHEAD: the pairs from the key on in key order (the batch's own uncommitted writes
+    among them), about `limit` bytes; `more` is 0 only when they reach the family's end."""
+    _, sock = worker
+    spec = {"store_root": str(tmp_path / "root"), "store_path": "", "store_name": "s",
+            "local_name": "provider-1", "options": {}, "query_id": "q"}
+    conn = connect(sock)
+    assert request(conn, Request.OPEN, json.dumps(spec).encode())[0] == Status.OK
+    assert request(conn, Request.LOAD, I64.pack(0))[0] == Status.OK
+    rows = b"".join(records.encode(Op.PUT, "default", b"k%03d" % i, b"v%d" % i)
+                    for i in range(0, 1000, 2))
+    conn.sendall(HEADER.pack(len(rows) + 1, Request.WRITES) + rows)
+
+    def read_ahead(key: bytes, limit: int) -> tuple[bool, list[tuple[bytes, bytes]]]:
+        status, chunk = request(conn, Request.READ_AHEAD,
+                                limit.to_bytes(4, "big") + (0).to_bytes(2, "big") + key)
+        assert status == Status.OK, chunk
+        return pairs_of(chunk)
+
+    more, found = read_ahead(b"k501", 100)
+    assert more and found[0] == (b"k502", b"v502")
+    assert [k for k, _ in found] == [b"k%03d" % i for i in range(502, 502 + 2 * len(found), 2)]
+    assert 100 < sum(8 + len(k) + len(v) for k, v in found) <= 100 + 8 + 4 + 4
+    assert read_ahead(b"k990", 1 << 20) == (False, [(b"k%03d" % i, b"v%d" % i)
+                                                    for i in range(990, 1000, 2)])
+    assert read_ahead(b"k999", 1 << 20) == (False, [])
+    conn.close()

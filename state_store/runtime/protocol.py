@@ -34,6 +34,9 @@ class Request(IntEnum):
     FINISH = 15  # body: empty: drain uploads, snapshot the last version -> JSON {failures}
     LOAD_EMPTY = 16  # body: version i64: an empty store standing at it -> JSON {num_keys, ...}
     LOAD_FROM_SNAPSHOT = 17  # body: snapshot version i64, version i64 -> JSON {num_keys, ...}
+    # body: [limit u32][cf_len u16][cf][key]: the pairs from key on (inclusive), about limit
+    # bytes of them -> a chunk (as ITER_OPEN's) whose `more` is 0 if they reach the family's end
+    READ_AHEAD = 18
 
 
 NO_RESPONSE = frozenset({Request.WRITES, Request.ITER_CLOSE})

@@ -26,6 +26,7 @@ object Wire {
   val Finish: Byte = 15
   val LoadEmpty: Byte = 16
   val LoadFromSnapshot: Byte = 17
+  val ReadAhead: Byte = 18
 
   val OpPut: Byte = 1
   val OpDelete: Byte = 2
@@ -46,7 +47,7 @@ object Wire {
 
   private val Names = Array("?", "OPEN", "LOAD", "WRITES", "GET", "ITER_OPEN", "ITER_NEXT",
     "ITER_CLOSE", "COMMIT", "ABORT", "METRICS", "MAINTAIN", "CLOSE", "DROP_CF", "LIST_CF",
-    "FINISH")
+    "FINISH", "LOAD_EMPTY", "LOAD_FROM_SNAPSHOT", "READ_AHEAD")
 
   /** The request's name in `state_store/runtime/protocol.py`, for error messages. */
   def name(kind: Byte): String =

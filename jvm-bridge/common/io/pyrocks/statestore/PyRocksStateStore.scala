@@ -356,9 +356,7 @@ final class ChunkedScan(
     }
   }
 
-  private def int(at: Int): Int = // big-endian, as the worker packs it
-    (chunk(at) & 0xff) << 24 | (chunk(at + 1) & 0xff) << 16 | (chunk(at + 2) & 0xff) << 8 |
-      (chunk(at + 3) & 0xff)
+  private def int(at: Int): Int = ChunkedScan.lengthAt(chunk, at)
 
   private def handOver(): Unit = if (!more) for (f <- onEnd; pairs <- kept) {
     kept = None
@@ -375,4 +373,10 @@ final class ChunkedScan(
 object ChunkedScan {
   /** Larger listings are not kept by the read cache (PrefixRecord): such a scan just streams. */
   val MaxKeptBytes: Long = PrefixRecord.MaxBytes
+
+  /** A key's or value's length in a worker's chunk ([more u8], then pairs of [length u32]
+   * [bytes]): big-endian, as the worker packs it. */
+  def lengthAt(chunk: Array[Byte], at: Int): Int =
+    (chunk(at) & 0xff) << 24 | (chunk(at + 1) & 0xff) << 16 | (chunk(at + 2) & 0xff) << 8 |
+      (chunk(at + 3) & 0xff)
 }

@@ -217,13 +217,20 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     val known = if (multipleValues) None else cache.lookup(cf, key, prefix)
     known.getOrElse {
       val cfField = cfBytes(cf)
-      val body = ByteBuffer.allocate(2 + cfField.length + key.length)
-        .putShort(cfField.length.toShort).put(cfField).put(key).array()
-      val answer = request(Wire.Get, body)
-      val value =
-        if (answer(0) == 0) None else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
-      if (!multipleValues) cache.remember(cf, key, value.orNull, prefix)
-      value
+      val ahead = if (multipleValues || prefix.isDefined) 0 else cache.aheadBytes(cf, key)
+      if (ahead > 0) {
+        val body = ByteBuffer.allocate(4 + 2 + cfField.length + key.length).putInt(ahead)
+          .putShort(cfField.length.toShort).put(cfField).put(key).array()
+        cache.learnAhead(cf, key, request(Wire.ReadAhead, body), ahead)
+      } else {
+        val body = ByteBuffer.allocate(2 + cfField.length + key.length)
+          .putShort(cfField.length.toShort).put(cfField).put(key).array()
+        val answer = request(Wire.Get, body)
+        val value = if (answer(0) == 0) None
+          else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
+        if (!multipleValues) cache.remember(cf, key, value.orNull, prefix)
+        value
+      }
     }
   }
 

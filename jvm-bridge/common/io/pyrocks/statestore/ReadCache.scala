@@ -31,6 +31,8 @@ import java.util.concurrent.atomic.AtomicLong
  *    the prefix (the cache complete, or the filter never saw the prefix), and kept so by
  *    every later write under the prefix. A listed record answers `lookup` for any key under
  *    it and `listing` for its prefix; anything that drops an entry drops its record.
+ *  - gets walking a family in key order past what the cache holds read ahead (`ReadAhead`):
+ *    its window follows the same rules as the entries, and goes with them (`clear`).
  * Storage is `PackedEntries`: records in pages, no object per entry.
  * Memory: all caches of a JVM share one budget. A cache that would exceed it first takes
  * memory back from the least recently used caches that no task is using (`CacheBudget.
@@ -47,6 +49,12 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     def reserve(bytes: Long): Boolean = ReadCache.this.reserve(bytes)
     def release(bytes: Long): Unit = budget.release(bytes)
   }, CacheKey.hash)
+  // A window is about to be read, the oldest entries maybe never again: they make room for
+  // it. Its room is twice what it reads: a sixteenth of the budget at most.
+  private val ahead = new ReadAhead(new PackedEntries.Memory {
+    def reserve(bytes: Long): Boolean = reserveEvicting(bytes)
+    def release(bytes: Long): Unit = budget.release(bytes)
+  }, math.min(ReadAhead.MaxBytes.toLong, budget.limitBytes / 32).toInt)
   private var writesSeen = 0L
   private var complete = false
   private var filter: Option[KeyFilter] = None
@@ -64,7 +72,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
       val known = prefix match {
         case None =>
           val at = entries.find(space, key, CacheKey.hash(key, space))
-          if (at >= 0) Some(Option(entries.value(at))) else None
+          if (at >= 0) Some(Option(entries.value(at))) else ahead.lookup(space, key)
         case Some(p) =>
           val at = record(space + 1, p)
           if (at < 0) None
@@ -114,6 +122,16 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     if (record.length <= PrefixRecord.MaxBytes) keep(spaceOf(cf) + 1, prefix, record)
   }}
 
+  /** A get of `key` (not of a prefix-scan family) missed: how many bytes of pairs from it on
+   * to ask the worker for (`learnAhead`), or 0 to ask for the key alone. */
+  def aheadBytes(cf: String, key: Array[Byte]): Int =
+    if (!enabled) 0 else guarded(ahead.onMiss(spaceOf(cf), key))
+
+  /** The worker's answer to a read-ahead of `asked` bytes from `key` on; returns the answer
+   * for `key`. */
+  def learnAhead(cf: String, key: Array[Byte], chunk: Array[Byte], asked: Int)
+      : Option[Array[Byte]] = guarded(ahead.learn(spaceOf(cf), key, chunk, asked))
+
   /** The worker's answer for `key` is now `value` (null = absent); `prefix` is the key's
    * scan prefix in a prefix-scan column family. */
   def remember(cf: String, key: Array[Byte], value: Array[Byte],
@@ -126,6 +144,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     writesSeen += 1
     val space = spaceOf(cf)
     val hash = CacheKey.hash(key, space)
+    ahead.write(space, key, value, known = true)
     def unlisted: Int =
       if (complete || provenAbsent(hash)) ReadCache.Absent else ReadCache.Unknown
     prefix match {
@@ -171,6 +190,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
       writesSeen += 1
       val space = spaceOf(cf)
       val hash = CacheKey.hash(key, space)
+      ahead.write(space, key, null, known = false)
       addToFilter(hash) // a merge may create the key
       prefix match {
         case None => entries.remove(space, key, hash)
@@ -198,12 +218,21 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   private def storeEvicting(space: Int, key: Array[Byte], hash: Int,
       value: Array[Byte]): Boolean = {
     var stored = false
-    while (!stored && entries.evictOldest()) {
-      complete = false
-      writesSeen += 1 // a scan in flight must not learn a listing from before the eviction
-      stored = entries.put(space, key, hash, value)
-    }
+    while (!stored && evictOldest()) stored = entries.put(space, key, hash, value)
     stored
+  }
+
+  /** `reserve`, evicting the entries written longest ago until `n` bytes fit. */
+  private def reserveEvicting(n: Long): Boolean = {
+    var fits = reserve(n)
+    while (!fits && evictOldest()) fits = reserve(n)
+    fits
+  }
+
+  private def evictOldest(): Boolean = entries.evictOldest() && {
+    complete = false
+    writesSeen += 1 // a scan in flight must not learn a listing from before the eviction
+    true
   }
 
   /** Forgets a prefix's record: its keys are no longer all known. */
@@ -268,8 +297,8 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
 
   def committed(newVersion: Long): Unit = guarded { version = newVersion }
 
-  /** JVM memory this cache holds: its entries and its key filter. */
-  def memoryBytes: Long = guarded(entries.allocatedBytes + filterBytes)
+  /** JVM memory this cache holds: its entries, its key filter and its read-ahead window. */
+  def memoryBytes: Long = guarded(entries.allocatedBytes + filterBytes + ahead.bytes)
 
   def invalidate(): Unit = guarded {
     clear()
@@ -305,6 +334,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   private def clear(): Unit = {
     writesSeen += 1
     entries.clear()
+    ahead.clear()
     complete = false
   }
 

@@ -16,7 +16,9 @@ object CacheChecks {
     "a-prefix-listing-answers-for-its-keys" -> prefixListingAnswersForItsKeys,
     "a-complete-cache-answers-full-scans-of-the-default-family" -> completeCacheAnswersFullScans,
     "a-complete-cache-answers-full-scans-of-a-prefix-family" -> completeCacheScansPrefixFamily,
-    "a-cache-over-its-budget-keeps-what-it-wrote-last" -> overBudgetKeepsTheNewest)
+    "a-cache-over-its-budget-keeps-what-it-wrote-last" -> overBudgetKeepsTheNewest,
+    "a-walk-in-key-order-reads-ahead-and-stays-exact" -> walkInKeyOrderReadsAhead,
+    "a-read-ahead-window-is-charged-and-kept-exact" -> readAheadWindowChargedAndExact)
 
   import Wire.DefaultCf
 
@@ -415,5 +417,135 @@ object CacheChecks {
       s"the cache holds ${cache.memoryBytes}")
     val proven = absentAnswers(cache, keys until keys + 1000, f)
     expect(proven.isEmpty, s"a filter past its limit still answered ${proven.size} keys absent")
+  }
+
+  /** A store read key after key in the worker's order by a cache that knows nothing (a new
+   * working copy: Spark's join evicting past its cache) asks the worker once per window, not
+   * once per key; its answers stay exact while the walk replaces, removes and adds keys in
+   * the window's range, for absent keys between present ones, and for the same keys asked
+   * again in no order. */
+  def walkInKeyOrderReadsAhead(f: Fixture): Unit = {
+    import f._
+    val root = checkpoint("read-ahead")
+    val stored = 3000L
+    val writer = provider(root)
+    val first = writer.getStore(0)
+    (0L until stored).foreach(k => first.put(key(2 * k), value(k))) // odd keys: absent
+    first.commit()
+    writer.close()
+    val expected = scala.collection.mutable.Map.empty[Long, Long]
+    (0L until stored).foreach(k => expected(2 * k) = k)
+    val inWorkerOrder = (0L until 2 * stored).sortWith((a, b) =>
+      ReadAhead.compare(keyBytes(a), keyBytes(b)) < 0)
+    val p = provider(root)
+    val store = p.getStore(1)
+    def roundTrips(): Long = Fixture.customMetric(p, "pyrocks.round_trips")
+    def check(k: Long): Unit = {
+      val got = valueOf(store.get(key(k)))
+      expect(got == expected.get(k), s"key $k read ${got.getOrElse("absent")}, but holds " +
+        s"${expected.get(k).getOrElse("absent")}")
+    }
+    val before = roundTrips()
+    inWorkerOrder.zipWithIndex.foreach { case (k, i) =>
+      check(k)
+      if (i % 7 == 0) { store.remove(key(k)); expected -= k }
+      else if (i % 5 == 0) { store.put(key(k), value(-k)); expected(k) = -k }
+      if (i % 997 == 0) { // a key the worker never had, somewhere in the order
+        val added = 2 * stored + 2 * i + 1
+        store.put(key(added), value(added))
+        expected(added) = added
+      }
+      check(k)
+    }
+    val walked = roundTrips() - before
+    expect(walked < inWorkerOrder.size / 20, s"the walk over ${inWorkerOrder.size} keys in " +
+      s"the worker's order asked the worker $walked times: it did not read ahead")
+    val again = new scala.util.Random(3).shuffle(inWorkerOrder ++ expected.keys.filter(_ > 2 *
+      stored))
+    again.foreach(check)
+    store.commit()
+    p.close()
+    val fresh = provider(root)
+    val reread = fresh.getStore(2)
+    val held = reread.iterator().map(r => r.key.getLong(0) -> r.value.getLong(0)).toMap
+    expect(held == expected.toMap, s"version 2 holds ${held.size} keys, the walk left " +
+      s"${expected.size}: its writes did not all reach the worker")
+    reread.abort()
+    fresh.close()
+  }
+
+  /** A window fed by hand: it answers for its range only, its room counts against the
+   * budget, a write in its range keeps it exact (a replaced, removed or new key) or drops it
+   * (a merge, a write past its room: memory back), and one that does not fit is answered but
+   * not kept. */
+  def readAheadWindowChargedAndExact(f: Fixture): Unit = {
+    import f._
+    def chunk(more: Boolean, keys: Seq[Long]): Array[Byte] = {
+      val out = new java.io.ByteArrayOutputStream()
+      val data = new java.io.DataOutputStream(out)
+      data.writeByte(if (more) 1 else 0)
+      keys.foreach { k => data.writeInt(8); data.write(rawKey(k)); data.writeInt(8)
+        data.write(rawKey(k * 10)) }
+      out.toByteArray
+    }
+    def answer(cache: ReadCache, k: Long): Option[Option[Long]] =
+      cache.lookup(DefaultCf, rawKey(k)).map(_.map(v => java.nio.ByteBuffer.wrap(v).getLong))
+    val budget = new CacheBudget(1L << 20)
+    val cache = new ReadCache(budget)
+    cache.loaded(1, unchanged = false) // nothing known
+    val even = (100L until 300L by 2)
+    val own = cache.learnAhead(DefaultCf, rawKey(100), chunk(more = true, even), 4096)
+    expect(own.map(java.nio.ByteBuffer.wrap(_).getLong).contains(1000L),
+      s"the read-ahead's own key answered ${own.map(_.toSeq)}")
+    expect(answer(cache, 150).contains(Some(1500L)) && answer(cache, 151).contains(None) &&
+      answer(cache, 298).contains(Some(2980L)), s"in the window: 150 -> ${answer(cache, 150)}, " +
+      s"151 -> ${answer(cache, 151)}, 298 -> ${answer(cache, 298)}")
+    expect(answer(cache, 99).isEmpty && answer(cache, 299).isEmpty, "keys outside the window " +
+      s"answered: 99 -> ${answer(cache, 99)}, 299 -> ${answer(cache, 299)}")
+    expect(cache.memoryBytes > 0 && budget.usedBytes == cache.memoryBytes, s"the window holds " +
+      s"${cache.memoryBytes} bytes, the budget counts ${budget.usedBytes}")
+    (101L until 300L by 2).foreach(k => cache.write(DefaultCf, rawKey(k), rawKey(k)))
+    expect(answer(cache, 156).isEmpty && budget.usedBytes == cache.memoryBytes,
+      s"a window the cache's writes took past its room still answers 156 -> " +
+        s"${answer(cache, 156)}, or its memory is still counted (${budget.usedBytes} bytes " +
+        s"against the cache's ${cache.memoryBytes})")
+    cache.learnAhead(DefaultCf, rawKey(100), chunk(more = false, even), 4096)
+    expect(answer(cache, 1000000).contains(None), "a window that reached the family's end " +
+      s"does not answer past its last key: ${answer(cache, 1000000)}")
+    cache.forget(DefaultCf, rawKey(2000))
+    expect(answer(cache, 160).isEmpty, "a merge in the window's range left it answering")
+    // The window alone: through the cache, its entries would answer the written keys first.
+    var charged = 0L
+    val ahead = new ReadAhead(new PackedEntries.Memory {
+      def reserve(n: Long): Boolean = { charged += n; true }
+      def release(n: Long): Unit = charged -= n
+    })
+    def seen(k: Long): Option[Option[Long]] =
+      ahead.lookup(0, rawKey(k)).map(_.map(v => java.nio.ByteBuffer.wrap(v).getLong))
+    ahead.learn(0, rawKey(100), chunk(more = true, even), 4096)
+    ahead.write(0, rawKey(150), rawKey(7), known = true)
+    ahead.write(0, rawKey(152), null, known = true)
+    ahead.write(0, rawKey(153), null, known = true) // absent, and stays so
+    ahead.write(0, rawKey(155), rawKey(1), known = true) // new in the range
+    ahead.write(0, rawKey(157), rawKey(2), known = true)
+    ahead.write(0, rawKey(157), null, known = true)
+    val after = Seq(150L, 152L, 153L, 154L, 155L, 157L).map(k => k -> seen(k))
+    expect(after == Seq(150L -> Some(Some(7L)), 152L -> Some(None), 153L -> Some(None),
+      154L -> Some(Some(1540L)), 155L -> Some(Some(1L)), 157L -> Some(None)),
+      s"the window after writes in its range answers $after")
+    expect(charged > 0 && charged == ahead.bytes, s"the window charged $charged bytes, holds " +
+      s"${ahead.bytes}")
+    (101L until 300L by 2).foreach(k => ahead.write(0, rawKey(k), rawKey(k), known = true))
+    expect(seen(156).isEmpty && charged == 0, s"a window written past its room answers 156 " +
+      s"-> ${seen(156)}, $charged bytes still charged")
+    ahead.learn(0, rawKey(100), chunk(more = true, even), 4096)
+    ahead.write(0, rawKey(160), rawKey(1), known = false)
+    expect(seen(162).isEmpty && charged == 0, "a merge in the window's range left it answering")
+    val tiny = new ReadCache(new CacheBudget(1024))
+    tiny.loaded(1, unchanged = false)
+    val kept = tiny.learnAhead(DefaultCf, rawKey(100), chunk(more = true, even), 4096)
+    expect(kept.isDefined && answer(tiny, 102).isEmpty && tiny.memoryBytes == 0,
+      s"a window larger than the budget: answered ${kept.map(_.toSeq)}, kept " +
+        s"${tiny.memoryBytes} bytes")
   }
 }
