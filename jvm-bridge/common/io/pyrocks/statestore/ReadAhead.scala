@@ -70,7 +70,7 @@ final class ReadAhead(memory: PackedEntries.Memory, maxBytes: Int = ReadAhead.Ma
    * merge: `known` = false). */
   def write(space: Int, key: Array[Byte], value: Array[Byte], known: Boolean): Unit =
     if (window != null && window.covers(space, key)) {
-      val kept = known && window.write(key.clone(), if (value == null) null else value.clone())
+      val kept = known && window.write(key, value)
       if (!kept) clear()
     }
 
@@ -114,14 +114,18 @@ object ReadAhead {
       else Some(replaced(i))
     }
 
-    /** Takes the write of `key` in; false if it does not fit in `room`. */
+    /** Takes the write of `key` in (copies of what it keeps: the caller may reuse its
+     * arrays); false if it does not fit in `room`. */
     def write(key: Array[Byte], value: Array[Byte]): Boolean = {
       val i = indexOf(key)
       val size = if (value == null) 0 else value.length + Overhead
       if (i >= 0) {
         val before = if (replaced(i) == null || (replaced(i) eq Removed)) 0
           else replaced(i).length + Overhead
-        fits(size - before) && { replaced(i) = if (value == null) Removed else value; true }
+        fits(size - before) && {
+          replaced(i) = if (value == null) Removed else value.clone()
+          true
+        }
       } else if (value == null) {
         val gone = added.remove(key)
         if (gone != null) used -= key.length + gone.length + 2 * Overhead
@@ -129,7 +133,10 @@ object ReadAhead {
       } else {
         val gone = added.get(key)
         val before = if (gone == null) 0 else key.length + gone.length + 2 * Overhead
-        fits(key.length + size + Overhead - before) && { added.put(key, value); true }
+        fits(key.length + size + Overhead - before) && {
+          added.put(key.clone(), value.clone())
+          true
+        }
       }
     }
 
