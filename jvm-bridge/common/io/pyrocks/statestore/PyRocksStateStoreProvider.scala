@@ -216,22 +216,28 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       prefix: Option[Array[Byte]]): Option[Array[Byte]] = synchronized {
     val known = if (multipleValues) None else cache.lookup(cf, key, prefix)
     known.getOrElse {
-      val cfField = cfBytes(cf)
       val ahead = if (multipleValues || prefix.isDefined) 0 else cache.aheadBytes(cf, key)
       if (ahead > 0) {
-        val body = ByteBuffer.allocate(4 + 2 + cfField.length + key.length).putInt(ahead)
-          .putShort(cfField.length.toShort).put(cfField).put(key).array()
+        val body = keyBody(cf, key, 4).putInt(0, ahead).array()
         cache.learnAhead(cf, key, request(Wire.ReadAhead, body), ahead)
       } else {
-        val body = ByteBuffer.allocate(2 + cfField.length + key.length)
-          .putShort(cfField.length.toShort).put(cfField).put(key).array()
-        val answer = request(Wire.Get, body)
+        val answer = request(Wire.Get, keyBody(cf, key, 0).array())
         val value = if (answer(0) == 0) None
           else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
         if (!multipleValues) cache.remember(cf, key, value.orNull, prefix)
         value
       }
     }
+  }
+
+  /** A request body naming one key, `[cf length: short][cf][key]`, after `lead` bytes the
+   * caller fills in (READ_AHEAD's byte limit). */
+  private def keyBody(cf: String, key: Array[Byte], lead: Int): ByteBuffer = {
+    val cfField = cfBytes(cf)
+    val body = ByteBuffer.allocate(lead + 2 + cfField.length + key.length)
+    body.position(lead)
+    body.putShort(cfField.length.toShort).put(cfField).put(key)
+    body
   }
 
   /** Writes take the key's scan prefix (prefix-scan column families): the cache keeps its
