@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -115,3 +119,44 @@ def test_executor_bound_is_split_across_workers(pyrocks_spark: SparkSession,
         assert sorted(worker_bounds(local_dir)).count(50) == 2  # beside the first pool's
     finally:
         pyrocks_spark.conf.unset(PREFIX + "memoryBoundMB")
+
+
+# Runs in a fresh interpreter: glibc's threshold is process-wide, and the test process's own
+# allocations must not move it. One malloc of an arena block, and whether glibc mapped it.
+_ONE_ARENA_BLOCK = """
+import ctypes, json, sys
+from state_store.runtime.memory import ARENA_BLOCK_BYTES, map_arena_blocks_apart
+
+class MallInfo(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks",
+                "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+applied = map_arena_blocks_apart() if sys.argv[1] == "apart" else False
+mapped_before = libc.mallinfo2().hblks
+block = libc.malloc(ARENA_BLOCK_BYTES)
+mapped = libc.mallinfo2().hblks - mapped_before
+libc.free(block)
+print(json.dumps({"applied": applied, "mapped": mapped}))
+"""
+
+
+def one_arena_block(mode: str, env: dict[str, str] | None = None) -> dict:
+    done = subprocess.run([sys.executable, "-c", _ONE_ARENA_BLOCK, mode], check=True,
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+    return json.loads(done.stdout)
+
+
+def test_memtable_arena_blocks_are_mapped_apart_from_the_heap() -> None:
+    # glibc's default threshold (128 KiB) keeps a 64 KiB block in the heap, where a flush
+    # that frees it leaves a hole; the worker's setting maps it, so freeing it returns it
+    assert one_arena_block("default") == {"applied": False, "mapped": 0}
+    assert one_arena_block("apart") == {"applied": True, "mapped": 1}
+
+
+def test_a_users_mmap_threshold_is_kept() -> None:
+    assert one_arena_block("apart", {"MALLOC_MMAP_THRESHOLD_": str(1 << 20)}) == {
+        "applied": False, "mapped": 0}

@@ -7,9 +7,16 @@ defaults (an 8 MiB cache and up to two 16 MiB memtables each). The bound, the ex
   - data blocks read from SST files (the block cache itself);
   - index and filter blocks, charged to the cache instead of living beside it;
   - memtables, charged to the cache by the write-buffer manager, which flushes a store's
-    memtable early once all memtables together pass `WRITE_BUFFER_SHARE` of the bound.
+    memtable early once all memtables together pass `WRITE_BUFFER_SHARE` of the cache.
+The allocator's own overhead is inside the bound too. A full block cache churns: blocks of
+a few KiB are evicted and read again all the time, and glibc keeps the holes they leave
+(measured at 20M keys, 256 MiB a worker: the heap 14-30% above what the cache held,
+`free` in mallinfo, which `malloc_trim` did not return as the holes share pages with live
+blocks). So the cache gets `1 - ALLOCATOR_SHARE` of the bound, and memtable arena blocks,
+which a flush frees all at once, are mapped apart from the heap (`map_arena_blocks_apart`):
+freed, they go back to the system instead of leaving 64 KiB holes.
 RocksDB enforces it softly: a write is never refused or stalled, it only flushes sooner,
-and only the store that writes flushes. So memtables stay within half the bound plus, per
+and only the store that writes flushes. So memtables stay within half the cache plus, per
 store, what it wrote since it last flushed (at most about one write frame once the budget
 is reached) and one arena block: blocks are kept small (`ARENA_BLOCK_BYTES`), or every open
 store would hold a 1-2 MiB floor of the budget even when idle.
@@ -17,12 +24,16 @@ store would hold a 1-2 MiB floor of the budget even when idle.
 
 from __future__ import annotations
 
+import ctypes
+import os
 from dataclasses import dataclass
 
 from rocksdict import BlockBasedOptions, Cache, Options, WriteBufferManager
 
-WRITE_BUFFER_SHARE = 0.5  # of the bound, for memtables; the rest caches blocks
+ALLOCATOR_SHARE = 0.25  # of the bound, left to the allocator's holes; the rest is the cache
+WRITE_BUFFER_SHARE = 0.5  # of the cache, for memtables; the rest caches blocks
 ARENA_BLOCK_BYTES = 64 << 10
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
 
 
 @dataclass(frozen=True)
@@ -37,9 +48,10 @@ class RocksMemory:
         if bound_mb <= 0:
             return None
         bound = bound_mb << 20
-        cache = Cache(bound)
+        capacity = int(bound * (1 - ALLOCATOR_SHARE))
+        cache = Cache(capacity)
         buffers = WriteBufferManager.new_write_buffer_manager_with_cache(
-            int(bound * WRITE_BUFFER_SHARE), False, cache)
+            int(capacity * WRITE_BUFFER_SHARE), False, cache)
         return cls(bound, cache, buffers)
 
     def apply(self, options: Options, table: BlockBasedOptions) -> None:
@@ -55,3 +67,15 @@ class RocksMemory:
     def usage_bytes(self) -> int:
         """What the shared cache holds now, memtable reservations included."""
         return self.cache.get_usage()
+
+
+def map_arena_blocks_apart() -> bool:
+    """Has glibc map every allocation of `ARENA_BLOCK_BYTES` or more apart from the heap, so
+    a flushed memtable's blocks return to the system when freed. The fixed threshold also
+    stops glibc from raising it (up to 32 MiB) after a large block is freed, which would
+    move the scan chunks into the heap. False where malloc is not glibc's, or where the
+    process environment already sets the threshold (the user's value is kept)."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    return mallopt is not None and mallopt(_M_MMAP_THRESHOLD, ARENA_BLOCK_BYTES) == 1

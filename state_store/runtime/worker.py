@@ -32,7 +32,7 @@ from ..format.storage.hadoop import options_for
 from ..format.store_root import StoreRoot, query_dir
 from .engine import VersionedStore
 from .idle_snapshots import IdleSnapshots
-from .memory import RocksMemory
+from .memory import RocksMemory, map_arena_blocks_apart
 from .protocol import (
     CHANGE_HEAD,
     HEADER,
@@ -398,6 +398,7 @@ def main(argv: list[str] | None = None) -> None:
     server.listen(64)
     sessions: set[Session] = set()
     uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
+    map_arena_blocks_apart()
     memory = RocksMemory.bounded(args.memory_bound_mb)
     probes = ConditionProbes()  # one probe per endpoint for the worker's whole life
     idle = IdleSnapshots()
