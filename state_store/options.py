@@ -164,7 +164,8 @@ SPECS: tuple[OptionSpec, ...] = (
                "it is read without round trips to the workers."),
     OptionSpec("memoryBoundMB", "", _in_units(20, 0), "512", "MiB >= 0 (or a size: 1g)",
                "Executor-wide bound on RocksDB memory (block cache, index/filter blocks and "
-               "memtables of all stores), split across the workers; 0 = per-store defaults."),
+               "memtables of all stores, and the allocator's overhead around them), split "
+               "across the workers; 0 = per-store defaults."),
     OptionSpec("requestTimeoutSeconds", "", _whole_seconds, "600",
                "whole seconds >= 1 (or a duration: 10min)",
                "Deadline of one request to a worker: past it the task fails naming the worker, "
