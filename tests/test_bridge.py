@@ -3,7 +3,10 @@ then from the cache in silence."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,24 @@ def test_a_build_says_what_it_does_and_the_cache_is_silent(
 
     assert bridge.jar_path(sources, name="hello") == jar
     assert capfd.readouterr().err == ""
+
+
+def test_processes_that_ask_at_once_build_once(tmp_path: Path) -> None:
+    """Executors (or test processes) starting together on one machine: one compiles, the
+    others wait for its jar."""
+    sources = tmp_path / "src"
+    sources.mkdir()
+    (sources / "Hello.scala").write_text("object Hello { def greeting: String = \"hi\" }\n")
+    ask = ("from pathlib import Path; from state_store.driver import bridge; "
+           f"print(bridge.jar_path(Path({str(sources)!r}), name='hello'))")
+    env = {**os.environ, "PYROCKS_CACHE_DIR": str(tmp_path / "cache")}
+    askers = [subprocess.Popen([sys.executable, "-c", ask], cwd=REPO, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+              for _ in range(3)]
+    answers = [asker.communicate(timeout=600) for asker in askers]
+    assert [asker.returncode for asker in askers] == [0, 0, 0], answers
+    assert len({out.strip() for out, _ in answers}) == 1
+    assert sum("state-store: compiling" in err for _, err in answers) == 1, answers
 
 
 def test_a_failed_build_names_the_compiler_error(

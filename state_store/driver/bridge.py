@@ -14,6 +14,7 @@ the pyspark jars plus any `classpath` entries (e.g. the shim jar), which join th
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.resources
 import os
@@ -128,7 +129,13 @@ def jar_path(source_dir: Path | None = None, name: str = "pyrocks-shim",
     files = shim_sources() if source_dir is None else sources(source_dir)
     target = cache_dir() / f"{name}-{pyspark.__version__}-{source_hash(files, classpath)}.jar"
     if not target.exists():
-        build(files, target, classpath)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Processes that start together on one machine (executors, test processes) build
+        # it once: the others wait for the first and find the jar.
+        with open(target.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not target.exists():
+                build(files, target, classpath)
     return target
 
 
