@@ -21,6 +21,7 @@ from pyrocks_support import (
     pyrocks_session,
 )
 from streaming_queries import QUERIES
+from work_units import deal
 
 # Spark's Python workers (UDFs, applyInPandasWithState) import test helpers by name too.
 _TESTS = str(Path(__file__).resolve().parent)
@@ -57,6 +58,11 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", " ".join(
     [f'--conf "spark.{side}.extraJavaOptions={_TEST_JVM}"' for side in ("driver", "executor")]
     + [f"--conf spark.sql.streaming.checkpointFileManagerClass={_CHECKPOINT_MANAGER}"]
 ) + " pyspark-shell")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the units off the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    deal(items)
 
 
 @pytest.fixture(scope="module")

@@ -99,9 +99,15 @@ GROUPS = {"read cache and key filter": CACHE,
           "option values and Spark's settings": OPTIONS}
 
 
+def jvm_unit(group: tuple[str, ...]) -> pytest.MarkDecorator:
+    """The checks of one JVM go to one pytest-xdist process (tests/work_units.py), the JVMs
+    of this module to either."""
+    return pytest.mark.xdist_group(f"shim-checks-{group[0]}")
+
+
 @pytest.mark.parametrize(("group", "name"),
-                         [(group, name) for group in GROUPS.values() for name in group],
-                         ids=[name for group in GROUPS.values() for name in group])
+                         [pytest.param(group, name, marks=jvm_unit(group), id=name)
+                          for group in GROUPS.values() for name in group])
 def test_jvm_check(checks: ShimChecks, group: tuple[str, ...], name: str) -> None:
     checks.assert_passed(group, name)
 
@@ -126,6 +132,7 @@ def _python_reading(kind: str, text: str) -> str:
         return "none"
 
 
+@jvm_unit(OPTIONS)
 def test_shim_reads_option_values_as_the_worker_does(checks: ShimChecks) -> None:
     """Sizes, durations and Spark's memory settings the shim reads itself (it needs them
     before a worker exists) mean what they mean to the worker's option table."""

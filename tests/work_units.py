@@ -1,0 +1,71 @@
+"""How the suite's tests are dealt to pytest-xdist's processes (`--dist loadgroup`).
+
+A work unit goes to one process whole. A test that shares a module- or class-scoped fixture
+is in its module's unit, so the fixture is built once (as `--dist loadfile` would do); every
+other test is a unit of its own, and a module may split itself further by marking tests
+`xdist_group` (the shim's JVM checks: one unit per JVM). Units are dealt longest first
+(their tests' recorded durations, `durations.json`), so no long one is left for the end
+while the other process idles: on two processes the suite's time is then close to half its
+work. The record is refreshed from a run's JUnit report:
+    python -m pytest -n 2 --dist loadgroup --junitxml=/tmp/run.xml
+    python tests/work_units.py /tmp/run.xml
+A test missing from it counts as `UNKNOWN_SECONDS`; a stale record only deals less well.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+UNKNOWN_SECONDS = 5.0
+_SHARED_SCOPES = {"module", "class", "package"}
+
+
+def shares_a_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(
+        d.scope in _SHARED_SCOPES for defs in info.name2fixturedefs.values() for d in defs)
+
+
+def unit_of(item: pytest.Item) -> str:
+    marks = [m.args[0] if m.args else m.kwargs.get("name", "default")
+             for m in item.iter_markers("xdist_group")]
+    if marks:
+        return "_".join(sorted(map(str, marks)))
+    return item.module.__name__ if shares_a_fixture(item) else item.nodeid
+
+
+def deal(items: list[pytest.Item]) -> None:
+    """Marks each test with its unit and orders the units longest first, in place (the
+    tests of a unit keep their order). Every process collects the same order: xdist
+    requires it, and the record is read alike by each."""
+    recorded = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    units = {id(item): unit_of(item) for item in items}
+    cost: dict[str, float] = {}
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        unit = units[id(item)]
+        cost[unit] = cost.get(unit, 0.0) + recorded.get(item.nodeid, UNKNOWN_SECONDS)
+        first.setdefault(unit, index)
+        if unit != item.nodeid and not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(unit))
+    items.sort(key=lambda item: (-cost[units[id(item)]], first[units[id(item)]]))
+
+
+def record(junit_report: Path) -> dict[str, float]:
+    """Each test's seconds (setup, call and teardown) from a JUnit report, by node id."""
+    seconds = {}
+    for case in ElementTree.parse(junit_report).iter("testcase"):
+        module = case.get("classname", "").replace(".", "/") + ".py"
+        name = case.get("name", "").split("@")[0]
+        seconds[f"{module}::{name}"] = round(float(case.get("time", 0)), 1)
+    return dict(sorted(seconds.items()))
+
+
+if __name__ == "__main__":
+    DURATIONS.write_text(json.dumps(record(Path(sys.argv[1])), indent=0) + "\n")
