@@ -21,7 +21,7 @@ from pyrocks_support import (
     pyrocks_session,
 )
 from streaming_queries import QUERIES
-from work_units import deal
+from work_units import deal, keep_dealt_order
 
 # Spark's Python workers (UDFs, applyInPandasWithState) import test helpers by name too.
 _TESTS = str(Path(__file__).resolve().parent)
@@ -58,6 +58,10 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", " ".join(
     [f'--conf "spark.{side}.extraJavaOptions={_TEST_JVM}"' for side in ("driver", "executor")]
     + [f"--conf spark.sql.streaming.checkpointFileManagerClass={_CHECKPOINT_MANAGER}"]
 ) + " pyspark-shell")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    keep_dealt_order(config)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the units off the marks

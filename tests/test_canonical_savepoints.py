@@ -131,6 +131,7 @@ def test_spark_rocksdb_source_run_answers_as_hdfs(rocksdb_run: SavedRun,
     assert_same_outputs(hdfs_run.up_to_cut([q.name for q in QUERIES]), rocksdb_run.outputs)
 
 
+@pytest.mark.usefixtures("rocksdb_run")  # asked for by name below (tests/work_units.py)
 @pytest.mark.parametrize("source", ["rocksdb_run", "hdfs_run"],
                          ids=["from_rocksdb", "from_hdfs"])
 def test_a_query_moves_from_a_spark_provider_onto_ours_with_the_same_answers(
@@ -183,6 +184,7 @@ def misrouted_rows(spark: SparkSession, checkpoint: Path, batch: int, savepoint_
     return problems
 
 
+@pytest.mark.usefixtures("rocksdb_run")  # asked for by name below (tests/work_units.py)
 @pytest.mark.parametrize(("source", "before", "after"), [("rocksdb_run", 4, 7), (None, 8, 3)],
                          ids=["rocksdb_4_to_7", "ours_8_to_3"])
 def test_rescaling_routes_every_row_where_spark_does_and_keeps_the_answers(

@@ -1,7 +1,9 @@
 """How the suite's tests are dealt to pytest-xdist's processes (`--dist loadgroup`).
 
 A work unit goes to one process whole. A test that shares a module- or class-scoped fixture
-is in its module's unit, so the fixture is built once (as `--dist loadfile` would do); every
+is in its module's unit, so the fixture is built once (as `--dist loadfile` would do); a
+test that asks for one by name (`request.getfixturevalue`) must name it in
+`pytest.mark.usefixtures` too, or it is dealt apart and builds the fixture again. Every
 other test is a unit of its own, and a module may split itself further by marking tests
 `xdist_group` (the shim's JVM checks: one unit per JVM). Units are dealt longest first
 (their tests' recorded durations, `durations.json`), so no long one is left for the end
@@ -24,6 +26,9 @@ import pytest
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 UNKNOWN_SECONDS = 5.0
 _SHARED_SCOPES = {"module", "class", "package"}
+# Runs one process computes for all (harness.saved_run_once): the two units the processes
+# start with must not both need one, or one process idles on the other's lock meanwhile.
+SHARED_RUNS = frozenset({"hdfs_run"})
 
 
 def shares_a_fixture(item: pytest.Item) -> bool:
@@ -40,21 +45,37 @@ def unit_of(item: pytest.Item) -> str:
     return item.module.__name__ if shares_a_fixture(item) else item.nodeid
 
 
+def keep_dealt_order(config: pytest.Config) -> None:
+    """pytest-xdist would deal units by their number of tests (`--loadscope-reorder`, its
+    default), undoing `deal`'s order."""
+    if getattr(config.option, "dist", None) == "loadgroup":
+        config.option.loadscopereorder = False
+
+
 def deal(items: list[pytest.Item]) -> None:
     """Marks each test with its unit and orders the units longest first, in place (the
-    tests of a unit keep their order). Every process collects the same order: xdist
-    requires it, and the record is read alike by each."""
+    tests of a unit keep their order), the second apart from the first's shared runs.
+    Every process collects the same order: xdist requires it, and the record is read
+    alike by each."""
     recorded = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     units = {id(item): unit_of(item) for item in items}
     cost: dict[str, float] = {}
-    first: dict[str, int] = {}
-    for index, item in enumerate(items):
+    needs_shared: set[str] = set()
+    for item in items:
         unit = units[id(item)]
         cost[unit] = cost.get(unit, 0.0) + recorded.get(item.nodeid, UNKNOWN_SECONDS)
-        first.setdefault(unit, index)
+        if not SHARED_RUNS.isdisjoint(item.fixturenames):
+            needs_shared.add(unit)
         if unit != item.nodeid and not any(item.iter_markers("xdist_group")):
             item.add_marker(pytest.mark.xdist_group(unit))
-    items.sort(key=lambda item: (-cost[units[id(item)]], first[units[id(item)]]))
+    order = sorted(cost, key=lambda unit: -cost[unit])  # stable: ties keep collection order
+    if len(order) > 2 and {order[0], order[1]} <= needs_shared:
+        apart = next((u for u in order[2:] if u not in needs_shared), None)
+        if apart is not None:
+            order.remove(apart)
+            order.insert(1, apart)
+    position = {unit: index for index, unit in enumerate(order)}
+    items.sort(key=lambda item: position[units[id(item)]])
 
 
 def record(junit_report: Path) -> dict[str, float]:
