@@ -21,7 +21,7 @@ from pyrocks_support import (
     pyrocks_session,
 )
 from streaming_queries import QUERIES
-from work_units import deal, keep_dealt_order
+from work_units import deal, keep_dealt_order, recorded_durations
 
 # Spark's Python workers (UDFs, applyInPandasWithState) import test helpers by name too.
 _TESTS = str(Path(__file__).resolve().parent)
@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the units off the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    deal(items)
+    deal(items, recorded_durations())
 
 
 @pytest.fixture(scope="module")

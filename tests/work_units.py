@@ -52,12 +52,15 @@ def keep_dealt_order(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
-def deal(items: list[pytest.Item]) -> None:
+def recorded_durations() -> dict[str, float]:
+    return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+
+
+def deal(items: list[pytest.Item], recorded: dict[str, float]) -> None:
     """Marks each test with its unit and orders the units longest first, in place (the
     tests of a unit keep their order), the second apart from the first's shared runs.
     Every process collects the same order: xdist requires it, and the record is read
     alike by each."""
-    recorded = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     units = {id(item): unit_of(item) for item in items}
     cost: dict[str, float] = {}
     needs_shared: set[str] = set()
