@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the units off the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    deal(items, recorded_durations())
+    deal(items, recorded_durations(), shared_runs=frozenset({"hdfs_run"}))
 
 
 @pytest.fixture(scope="module")

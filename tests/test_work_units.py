@@ -22,7 +22,8 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    deal(items, json.loads((Path(__file__).parent / "record.json").read_text()))
+    deal(items, json.loads((Path(__file__).parent / "record.json").read_text()),
+         shared_runs=frozenset({{"hdfs_run"}}))
 
 @pytest.fixture(scope="session")
 def hdfs_run():

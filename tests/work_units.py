@@ -26,9 +26,6 @@ import pytest
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 UNKNOWN_SECONDS = 5.0
 _SHARED_SCOPES = {"module", "class", "package"}
-# Runs one process computes for all (harness.saved_run_once): the two units the processes
-# start with must not both need one, or one process idles on the other's lock meanwhile.
-SHARED_RUNS = frozenset({"hdfs_run"})
 
 
 def shares_a_fixture(item: pytest.Item) -> bool:
@@ -56,18 +53,20 @@ def recorded_durations() -> dict[str, float]:
     return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
 
 
-def deal(items: list[pytest.Item], recorded: dict[str, float]) -> None:
+def deal(items: list[pytest.Item], recorded: dict[str, float],
+         shared_runs: frozenset[str] = frozenset()) -> None:
     """Marks each test with its unit and orders the units longest first, in place (the
-    tests of a unit keep their order), the second apart from the first's shared runs.
-    Every process collects the same order: xdist requires it, and the record is read
-    alike by each."""
+    tests of a unit keep their order). `shared_runs` are fixtures one process computes for
+    all (harness.saved_run_once): the two units the processes start with do not both need
+    one, or one process idles on the other's lock meanwhile. Every process collects the
+    same order: xdist requires it, and the record is read alike by each."""
     units = {id(item): unit_of(item) for item in items}
     cost: dict[str, float] = {}
     needs_shared: set[str] = set()
     for item in items:
         unit = units[id(item)]
         cost[unit] = cost.get(unit, 0.0) + recorded.get(item.nodeid, UNKNOWN_SECONDS)
-        if not SHARED_RUNS.isdisjoint(item.fixturenames):
+        if not shared_runs.isdisjoint(item.fixturenames):
             needs_shared.add(unit)
         if unit != item.nodeid and not any(item.iter_markers("xdist_group")):
             item.add_marker(pytest.mark.xdist_group(unit))

@@ -153,7 +153,6 @@ def java_executable() -> str:
 
 def build(files: list[Path], target: Path, classpath: Sequence[Path] = ()) -> None:
     java = java_executable()
-    target.parent.mkdir(parents=True, exist_ok=True)
     # The first use on a machine compiles for a minute or two: say so, rather than sit silent.
     print(f"state-store: compiling {len(files)} Scala sources into {target.name} with the "
           f"compiler pyspark {pyspark.__version__} ships (once per version; up to a couple of "
