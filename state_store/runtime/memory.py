@@ -16,10 +16,12 @@ blocks). So the cache gets `1 - ALLOCATOR_SHARE` of the bound, and memtable aren
 which a flush frees all at once, are mapped apart from the heap (`map_arena_blocks_apart`):
 freed, they go back to the system instead of leaving 64 KiB holes.
 RocksDB enforces it softly: a write is never refused or stalled, it only flushes sooner,
-and only the store that writes flushes. So memtables stay within half the cache plus, per
-store, what it wrote since it last flushed (at most about one write frame once the budget
-is reached) and one arena block: blocks are kept small (`ARENA_BLOCK_BYTES`), or every open
-store would hold a 1-2 MiB floor of the budget even when idle.
+only the store that writes flushes, and not while its own previous flush is still running.
+So memtables stay within half the cache plus, per store, what it wrote since its last
+flush began (on a loaded machine, where flushes lag, that can be a whole batch) and one
+arena block; each store's next write with no flush in flight brings the total back under
+half the cache. Arena blocks are kept small (`ARENA_BLOCK_BYTES`), or every open store
+would hold a 1-2 MiB floor of the budget even when idle.
 """
 
 from __future__ import annotations
