@@ -22,19 +22,29 @@ from pyspark.sql.streaming import StreamingQuery
 from streaming_queries import QuerySpec, write_batch
 
 Outputs = dict[str, dict[int, list[str]]]  # query name -> batch id -> sorted row reprs
-# Spark's maintenance thread is one per JVM and keeps the interval of the first session that
-# starts it: every test session sets the same short one, so providers of stopped queries are
-# unloaded (and finished) within a second, whatever ran first.
+# Test sessions run Spark's maintenance every second (`start_session` makes a session's own
+# interval the one that applies), so providers of stopped queries are unloaded within one.
 MAINTENANCE_INTERVAL_KEY = "spark.sql.streaming.stateStore.maintenanceInterval"
 MAINTENANCE_INTERVAL = "1s"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
 
-def make_spark(conf: dict[str, str], master: str = "local[2]") -> SparkSession:
+def start_session(builder: SparkSession.Builder) -> SparkSession:
+    """Starts `builder`'s session in place of the active one. Spark's maintenance thread is
+    one per JVM and keeps, across SparkContexts, the interval of the session whose store load
+    started it; stopping it (StateStore.stop, which also unloads providers still loaded)
+    makes this session's first store load start it again with this session's interval,
+    whatever ran before in this process."""
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
+    session = builder.getOrCreate()
+    session._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+    return session
+
+
+def make_spark(conf: dict[str, str], master: str = "local[2]") -> SparkSession:
     builder = (SparkSession.builder.master(master).appName("pyrocks-correctness")
                .config("spark.sql.shuffle.partitions", "3")
                .config("spark.default.parallelism", "2")
@@ -43,7 +53,7 @@ def make_spark(conf: dict[str, str], master: str = "local[2]") -> SparkSession:
                .config(MAINTENANCE_INTERVAL_KEY, MAINTENANCE_INTERVAL))
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return start_session(builder)
 
 
 def run_queries(specs: Sequence[QuerySpec], work: Path, conf: dict[str, str],

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.s3server import MotoServer
-from harness import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY  # noqa: F401 (shared)
+from harness import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY, start_session  # noqa: F401 (shared)
 from state_store.spark import spark_conf
 
 WORKER_MODULE = "state_store.runtime.worker"
@@ -60,16 +60,13 @@ def pyrocks_session(app: str, local_dir: Path, conf: dict[str, str] | None = Non
     shuffle partitions, no UI, `conf` on top, `options` as in `pyrocks_conf`."""
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
     builder = (SparkSession.builder.master("local[2]").appName(app)
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     for key, value in {**pyrocks_conf(local_dir, **options), **(conf or {})}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return start_session(builder)
 
 
 def pyrocks_conf(local_dir: Path, **options: object) -> dict[str, str]:

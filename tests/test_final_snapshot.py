@@ -20,6 +20,7 @@ from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
     pyrocks_conf,
+    start_session,
     wait_until,
     worker_pids,
 )
@@ -73,11 +74,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """A session whose maintenance never runs during a test (interval: an hour): only the
     end of a query run can finish its stores."""
     session = _session("local[2]", tmp_path_factory.mktemp("pool"), maintenance="1h")
-    # Spark's maintenance thread is one per JVM and keeps the interval of the session that
-    # started it: stopping it lets this session's first store load start it again.
-    session._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
     yield session
-    session._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
     session.stop()
 
 
@@ -168,9 +165,6 @@ def test_stopping_the_session_finishes_every_store(tmp_path: Path) -> None:
 def _session(master: str, pool: Path, maintenance: str = MAINTENANCE_INTERVAL) -> SparkSession:
     """A session of its own whose stores take no snapshot unless finished (neither every
     few versions nor when idle)."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
     builder = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")
@@ -178,7 +172,7 @@ def _session(master: str, pool: Path, maintenance: str = MAINTENANCE_INTERVAL) -
                .config(MAINTENANCE_INTERVAL_KEY, maintenance))
     for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return start_session(builder)
 
 
 def test_a_run_whose_stores_cannot_finish_still_ends_normally(tmp_path: Path) -> None:
@@ -189,9 +183,6 @@ def test_a_run_whose_stores_cannot_finish_still_ends_normally(tmp_path: Path) ->
     would time out inside the query's termination and its end would never be reported."""
     from state_store.results import FileSystemResultStore
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
     pool, results = tmp_path / "pool", tmp_path / "results"
     builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
@@ -201,7 +192,7 @@ def test_a_run_whose_stores_cannot_finish_still_ends_normally(tmp_path: Path) ->
                                    requestTimeoutSeconds=3600,
                                    resultStore=str(results)).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = start_session(builder)
     frozen: list[int] = []
     try:
         source, checkpoint = tmp_path / "in", tmp_path / "ckpt"

@@ -17,18 +17,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from pyrocks_support import MAINTENANCE_INTERVAL_KEY, pyrocks_conf
+from pyrocks_support import MAINTENANCE_INTERVAL_KEY, pyrocks_conf, start_session
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
 
 PARTITIONS = 2  # spark.sql.shuffle.partitions: one store per partition of the aggregation
-
-
-def _restart_maintenance(spark: SparkSession) -> None:
-    """Spark's maintenance thread is one per JVM and keeps the interval of the session that
-    started it. Stopping it (which also unloads, so finishes, the providers loaded so far)
-    lets the next store load start it again with that session's own interval."""
-    spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +29,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """A local session whose maintenance never runs during a test (interval: an hour), whose
     stores take no snapshot on their own (snapshotInterval: 1000 versions), and whose query
     runs end without finishing their stores (finishWhenQueryEnds: false)."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
     builder = (SparkSession.builder.master("local[2]").appName("pyrocks-finish-query")
                .config("spark.sql.shuffle.partitions", str(PARTITIONS))
                .config("spark.ui.enabled", "false")
@@ -48,10 +38,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0,
                                    finishWhenQueryEnds=False).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    _restart_maintenance(session)
+    session = start_session(builder)
     yield session
-    _restart_maintenance(session)  # the next module's session gets its own interval back
     session.stop()
 
 
@@ -60,9 +48,6 @@ def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
     """Spark's local-cluster mode: one executor JVM beside the driver, so the stores live
     where only the job of finishQueryEverywhere reaches them (and, with one executor, every
     task of that job lands on it)."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
     builder = (SparkSession.builder.master("local-cluster[1,1,1024]")
                .appName("pyrocks-finish-query-cluster")
                .config("spark.driver.host", "127.0.0.1")  # no slow lookup of the host's name
@@ -75,7 +60,7 @@ def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
     for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0,
                                    finishWhenQueryEnds=False).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = start_session(builder)
     yield session
     session.stop()
 

@@ -19,6 +19,7 @@ from pyrocks_support import (
     leftover_files,
     pyrocks_conf,
     readline_within,
+    start_session,
     wait_until,
     worker_pids,
     worker_sockets,
@@ -26,16 +27,13 @@ from pyrocks_support import (
 
 
 def test_session_stop_ends_workers_and_removes_sockets(tmp_path: Path) -> None:
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
     pool_dir = tmp_path / "pool"
     builder = (SparkSession.builder.master("local[2]")
                .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
                .config(MAINTENANCE_INTERVAL_KEY, MAINTENANCE_INTERVAL))
     for key, value in pyrocks_conf(pool_dir).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = start_session(builder)
     try:
         rates = spark.readStream.format("rate").option("rowsPerSecond", 100).load()
         query = (rates.groupBy((F.col("value") % 10).alias("k")).count().writeStream
@@ -96,3 +94,4 @@ def test_killed_jvm_takes_its_workers_and_sockets(tmp_path: Path) -> None:
     finally:
         driver.kill()
         driver.wait(60)
+
