@@ -69,6 +69,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     deal(items, recorded_durations(), shared_runs=frozenset({"hdfs_run"}))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def bare_driver_jvm() -> None:
+    """Starts this process's driver JVM before any test builds a session. PySpark starts it
+    with the first session's settings as JVM system properties, which every later SparkConf
+    in that JVM reads as defaults: one test's settings leaked into the sessions of all the
+    tests after it in its process (finishWhenQueryEnds=false left later sessions' stores
+    unfinished at stop). Started bare, a session has its builder's settings and those of
+    PYSPARK_SUBMIT_ARGS above only, whatever ran before it."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+
+
 @pytest.fixture(scope="module")
 def pyrocks_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One local session per module on our provider; tests may set runtime SQL confs."""
