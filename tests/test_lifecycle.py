@@ -94,4 +94,3 @@ def test_killed_jvm_takes_its_workers_and_sockets(tmp_path: Path) -> None:
     finally:
         driver.kill()
         driver.wait(60)
-
