@@ -13,8 +13,9 @@ a few KiB are evicted and read again all the time, and glibc keeps the holes the
 (measured at 20M keys, 256 MiB a worker: the heap 14-30% above what the cache held,
 `free` in mallinfo, which `malloc_trim` did not return as the holes share pages with live
 blocks). So the cache gets `1 - ALLOCATOR_SHARE` of the bound, and memtable arena blocks,
-which a flush frees all at once, are mapped apart from the heap (`map_arena_blocks_apart`):
-freed, they go back to the system instead of leaving 64 KiB holes.
+which a flush frees all at once, are mapped apart from the heap instead of growing it
+(`map_arena_blocks_apart`; glibc still serves a block from free space the heap already
+has): freed, they go back to the system instead of leaving 64 KiB holes.
 RocksDB enforces it softly: a write is never refused or stalled, it only flushes sooner,
 only the store that writes flushes, and not while its own previous flush is still running.
 So memtables stay within half the cache plus, per store, what it wrote since its last
