@@ -20,6 +20,7 @@ from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
     pyrocks_conf,
+    pyrocks_session,
     start_session,
     wait_until,
     worker_pids,
@@ -184,15 +185,10 @@ def test_a_run_whose_stores_cannot_finish_still_ends_normally(tmp_path: Path) ->
     from state_store.results import FileSystemResultStore
 
     pool, results = tmp_path / "pool", tmp_path / "results"
-    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.rpc.askTimeout", "6s")
-               .config(MAINTENANCE_INTERVAL_KEY, "1h"))
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0,
-                                   requestTimeoutSeconds=3600,
-                                   resultStore=str(results)).items():
-        builder = builder.config(key, value)
-    spark = start_session(builder)
+    spark = pyrocks_session("pyrocks-unfinished-stores", pool,
+                            {"spark.rpc.askTimeout": "6s", MAINTENANCE_INTERVAL_KEY: "1h"},
+                            snapshotInterval=1000, snapshotWhenIdleSeconds=0,
+                            requestTimeoutSeconds=3600, resultStore=str(results))
     frozen: list[int] = []
     try:
         source, checkpoint = tmp_path / "in", tmp_path / "ckpt"

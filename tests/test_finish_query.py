@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from pyrocks_support import MAINTENANCE_INTERVAL_KEY, pyrocks_conf, start_session
+from pyrocks_support import MAINTENANCE_INTERVAL_KEY, pyrocks_conf, pyrocks_session, start_session
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
 
@@ -29,16 +29,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """A local session whose maintenance never runs during a test (interval: an hour), whose
     stores take no snapshot on their own (snapshotInterval: 1000 versions), and whose query
     runs end without finishing their stores (finishWhenQueryEnds: false)."""
-    builder = (SparkSession.builder.master("local[2]").appName("pyrocks-finish-query")
-               .config("spark.sql.shuffle.partitions", str(PARTITIONS))
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config(MAINTENANCE_INTERVAL_KEY, "1h"))
-    pool = tmp_path_factory.mktemp("pool")
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0,
-                                   finishWhenQueryEnds=False).items():
-        builder = builder.config(key, value)
-    session = start_session(builder)
+    session = pyrocks_session("pyrocks-finish-query", tmp_path_factory.mktemp("pool"),
+                              {MAINTENANCE_INTERVAL_KEY: "1h",
+                               "spark.sql.shuffle.partitions": str(PARTITIONS)},
+                              snapshotInterval=1000, snapshotWhenIdleSeconds=0,
+                              finishWhenQueryEnds=False)
     yield session
     session.stop()
 
