@@ -55,12 +55,15 @@ def readline_within(stream: Any, timeout: float = 120.0) -> bytes | str:
 
 
 def pyrocks_session(app: str, local_dir: Path, conf: dict[str, str] | None = None,
-                    **options: object) -> Any:
-    """A new local[2] SparkSession on our provider (the active one is stopped first): two
-    shuffle partitions, no UI, `conf` on top, `options` as in `pyrocks_conf`."""
+                    master: str = "local[2]", **options: object) -> Any:
+    """A new SparkSession on our provider (the active one is stopped first): two shuffle
+    partitions, no UI, the driver on loopback (no lookup of the host's name: local-cluster
+    executors connect to it), `conf` on top, `options` as in `pyrocks_conf`."""
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master("local[2]").appName(app)
+    builder = (SparkSession.builder.master(master).appName(app)
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))

@@ -19,9 +19,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
-    pyrocks_conf,
     pyrocks_session,
-    start_session,
     wait_until,
     worker_pids,
 )
@@ -166,14 +164,8 @@ def test_stopping_the_session_finishes_every_store(tmp_path: Path) -> None:
 def _session(master: str, pool: Path, maintenance: str = MAINTENANCE_INTERVAL) -> SparkSession:
     """A session of its own whose stores take no snapshot unless finished (neither every
     few versions nor when idle)."""
-    builder = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config(MAINTENANCE_INTERVAL_KEY, maintenance))
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0).items():
-        builder = builder.config(key, value)
-    return start_session(builder)
+    return pyrocks_session("pyrocks-final-snapshot", pool, {MAINTENANCE_INTERVAL_KEY: maintenance},
+                           master=master, snapshotInterval=1000, snapshotWhenIdleSeconds=0)
 
 
 def test_a_run_whose_stores_cannot_finish_still_ends_normally(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from pyrocks_support import MAINTENANCE_INTERVAL_KEY, pyrocks_conf, pyrocks_session, start_session
+from pyrocks_support import MAINTENANCE_INTERVAL_KEY, pyrocks_session
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
 
@@ -43,19 +43,12 @@ def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
     """Spark's local-cluster mode: one executor JVM beside the driver, so the stores live
     where only the job of finishQueryEverywhere reaches them (and, with one executor, every
     task of that job lands on it)."""
-    builder = (SparkSession.builder.master("local-cluster[1,1,1024]")
-               .appName("pyrocks-finish-query-cluster")
-               .config("spark.driver.host", "127.0.0.1")  # no slow lookup of the host's name
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.sql.shuffle.partitions", str(PARTITIONS))
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config(MAINTENANCE_INTERVAL_KEY, "1h"))
-    pool = tmp_path_factory.mktemp("cluster-pool")
-    for key, value in pyrocks_conf(pool, snapshotInterval=1000, snapshotWhenIdleSeconds=0,
-                                   finishWhenQueryEnds=False).items():
-        builder = builder.config(key, value)
-    session = start_session(builder)
+    session = pyrocks_session("pyrocks-finish-query-cluster",
+                              tmp_path_factory.mktemp("cluster-pool"),
+                              {MAINTENANCE_INTERVAL_KEY: "1h",
+                               "spark.sql.shuffle.partitions": str(PARTITIONS)},
+                              master="local-cluster[1,1,1024]", snapshotInterval=1000,
+                              snapshotWhenIdleSeconds=0, finishWhenQueryEnds=False)
     yield session
     session.stop()
 
