@@ -107,6 +107,15 @@ def last_commit(checkpoint: Path) -> int:
 
 
 @dataclass(frozen=True)
+class FinishedRun:
+    """What `run_queries` gave, beside where it ran: each query's input and checkpoint are
+    under `work` (`checkpoint_of(work, spec)`), for tests that read the state it left."""
+
+    outputs: Outputs
+    work: Path
+
+
+@dataclass(frozen=True)
 class SavedRun:
     """Queries run batch by batch on one provider and restarted after `cut` batches, with
     each query's work (its input and checkpoint) saved as it was at the restart: a run that

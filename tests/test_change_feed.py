@@ -4,7 +4,6 @@ checkpointing on the same queries and input: the same rows, batch range by batch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from harness import (
     PROVIDER_KEY,
-    Outputs,
+    FinishedRun,
     assert_same_outputs,
     checkpoint_of,
     last_commit,
@@ -30,14 +29,8 @@ NAMES = ("agg_update", "dedup_watermark", "join_inner", "session_window",
 BATCHES = 6
 
 
-@dataclass(frozen=True)
-class Run:
-    work: Path  # each query's input and checkpoint (harness.checkpoint_of)
-    outputs: Outputs
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FinishedRun]:
     """The same queries on Spark RocksDB (changelog checkpointing on) and on ours, each
     stopped after batch 2 and again at the end (ours snapshots every store at each stop)."""
     specs = [BY_NAME[n] for n in NAMES]
@@ -47,10 +40,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     ours = tmp_path_factory.mktemp("pyrocks")
     our_outputs = run_queries(specs, ours, pyrocks_conf(ours / "pool"), batches=BATCHES,
                               restart_after=3)
-    return {"rocksdb": Run(theirs, their_outputs), "pyrocks": Run(ours, our_outputs)}
+    return {"rocksdb": FinishedRun(their_outputs, theirs),
+            "pyrocks": FinishedRun(our_outputs, ours)}
 
 
-def test_outputs_equal_spark_rocksdb_across_the_stops(runs: dict[str, Run]) -> None:
+def test_outputs_equal_spark_rocksdb_across_the_stops(runs: dict[str, FinishedRun]) -> None:
     """The runs' answers, batch by batch. Each run's end goes through Spark's state store
     coordinator and ours, and the next run loads every store anew: .ci/spark-matrix runs this
     on a release whose coordinator differs from the main release's."""
@@ -89,7 +83,7 @@ def common_snapshots(checkpoint: Path, op: int, store: str) -> set[int]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_change_feed_equals_spark_rocksdb(runs: dict[str, Run], name: str,
+def test_change_feed_equals_spark_rocksdb(runs: dict[str, FinishedRun], name: str,
                                           tmp_path: Path) -> None:
     spark = make_spark(pyrocks_conf(tmp_path / "pool"))
     try:
@@ -110,7 +104,7 @@ def test_change_feed_equals_spark_rocksdb(runs: dict[str, Run], name: str,
         spark.stop()
 
 
-def test_snapshot_start_batch_replays_to_the_same_state(runs: dict[str, Run],
+def test_snapshot_start_batch_replays_to_the_same_state(runs: dict[str, FinishedRun],
                                                         tmp_path: Path) -> None:
     """Each stop snapshots every store (the final snapshot), so batch 2's version has a
     snapshot: rebuilding the last batch from it must give the state a normal read gives."""

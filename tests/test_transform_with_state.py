@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
@@ -18,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from harness import (
     PROVIDER_KEY,
-    Outputs,
+    FinishedRun,
     assert_same_outputs,
     checkpoint_of,
     last_commit,
@@ -39,17 +38,11 @@ CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.e
 BY_TWS_NAME = {spec.name: spec for spec in TWS_QUERIES}
 
 
-@dataclass(frozen=True)
-class Reference:
-    outputs: Outputs
-    work: Path  # the queries' checkpoints, for the state data source
-
-
 @pytest.fixture(scope="module")
-def spark_rocksdb(tmp_path_factory: pytest.TempPathFactory) -> Reference:
+def spark_rocksdb(tmp_path_factory: pytest.TempPathFactory) -> FinishedRun:
     work = tmp_path_factory.mktemp("spark-rocksdb")
     conf = {PROVIDER_KEY: SPARK_ROCKSDB, CHANGELOG_KEY: "true"}  # its change feed needs them
-    return Reference(run_queries(TWS_QUERIES, work, with_processors(conf), batches=BATCHES,
+    return FinishedRun(run_queries(TWS_QUERIES, work, with_processors(conf), batches=BATCHES,
                                  restart_after=RESTART_AFTER, query_conf=tws_query_conf), work)
 
 
@@ -63,7 +56,7 @@ def state_rows(spark: SparkSession, work: Path, name: str, variable: str,
     return sorted(repr(r) for r in frame.drop("partition_id").collect())
 
 
-def assert_state_reads_as_spark_rocksdb(spark_rocksdb: Reference, ours: Path,
+def assert_state_reads_as_spark_rocksdb(spark_rocksdb: FinishedRun, ours: Path,
                                         conf: dict[str, str]) -> None:
     """Each state kind of the event-time query, and the change feed of its value state
     (the batches the restored query ran), as the state data source reads them."""
@@ -87,7 +80,7 @@ def assert_state_reads_as_spark_rocksdb(spark_rocksdb: Reference, ours: Path,
 
 
 def test_every_state_kind_timer_and_api_matches_spark_rocksdb(
-        spark_rocksdb: Reference, tmp_path: Path,
+        spark_rocksdb: FinishedRun, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     """One run that meets what users meet: every state store worker SIGKILLed after batch 1
     and after the restart's first batch (the next batch's stores reopen on new workers,
