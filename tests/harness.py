@@ -33,15 +33,33 @@ HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvi
 def start_session(builder: SparkSession.Builder) -> SparkSession:
     """Starts `builder`'s session in place of the active one. Spark's maintenance thread is
     one per JVM and keeps, across SparkContexts, the interval of the session whose store load
-    started it; stopping it (StateStore.stop, which also unloads providers still loaded)
-    makes this session's first store load start it again with this session's interval,
-    whatever ran before in this process."""
+    started it; ending it makes this session's first store load start it again with this
+    session's interval, whatever ran before in this process."""
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
     session = builder.getOrCreate()
-    session._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+    end_maintenance_schedule(session)
     return session
+
+
+def end_maintenance_schedule(session: SparkSession) -> None:
+    """Cancels Spark's periodic maintenance task without waiting for the maintenance work in
+    flight, which finishes on its own. Not `StateStore.stop()`: through Spark 4.2 it waits for
+    the maintenance pool while holding the lock a pool task takes when its work is done, so a
+    task in flight (a RocksDB snapshot upload, common right after a query stops) deadlocks it
+    until the pool's shutdown timeouts give up, 300 s and then 60 s (Spark 4.3 stops the pool
+    outside the lock). The task is a private field of Spark's `StateStore` object; its
+    `stop()` only cancels the schedule, and a task no longer running is replaced by the next
+    store load (as Spark itself replaces one that died when its SparkContext stopped)."""
+    jvm = session._jvm
+    module = jvm.java.lang.Class.forName(
+        "org.apache.spark.sql.execution.streaming.state.StateStore$")
+    field = module.getDeclaredField("maintenanceTask")
+    field.setAccessible(True)
+    task = field.get(module.getField("MODULE$").get(None))
+    if task is not None:
+        task.stop()
 
 
 def make_spark(conf: dict[str, str], master: str = "local[2]") -> SparkSession:
