@@ -59,9 +59,11 @@ def stage_input(staging: Path, workload: str, keys: int, rows: int, batches: int
 
 
 def feed(query: Any, files: Iterable[Path], input_dir: Path) -> None:
-    """Moves each file into the query's input and waits until its batch is done."""
+    """Moves each file into the query's input and waits until its batch is done. A file
+    keeps its staging directory in its name: the fill's and the measured batches' files
+    are numbered alike, and the file source skips a name it has seen."""
     for path in files:
-        os.replace(path, input_dir / path.name)
+        os.replace(path, input_dir / f"{path.parent.name}-{path.name}")
         query.processAllAvailable()
 
 
