@@ -12,6 +12,7 @@ from harness import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
     PROVIDER_KEY,
+    make_spark,
     start_session,
 )
 from pyrocks_support import wait_until
@@ -49,12 +50,9 @@ def test_a_sessions_maintenance_interval_applies_whatever_ran_before(tmp_path: P
     without maintenance. Seen here through Spark's HDFS provider, whose maintenance alone
     writes snapshot files."""
     def session(interval: str) -> SparkSession:
-        return start_session(SparkSession.builder.master("local[1]")
-                             .config("spark.ui.enabled", "false")
-                             .config("spark.sql.shuffle.partitions", "1")
-                             .config(PROVIDER_KEY, HDFS)
-                             .config("spark.sql.streaming.stateStore.minDeltasForSnapshot", "1")
-                             .config(MAINTENANCE_INTERVAL_KEY, interval))
+        return make_spark({PROVIDER_KEY: HDFS, MAINTENANCE_INTERVAL_KEY: interval,
+                           "spark.sql.streaming.stateStore.minDeltasForSnapshot": "1"},
+                          master="local[1]")
 
     first = session("1h")
     write_batch(tmp_path / "hour" / "input", 0)

@@ -43,7 +43,8 @@ def spark_rocksdb(tmp_path_factory: pytest.TempPathFactory) -> FinishedRun:
     work = tmp_path_factory.mktemp("spark-rocksdb")
     conf = {PROVIDER_KEY: SPARK_ROCKSDB, CHANGELOG_KEY: "true"}  # its change feed needs them
     return FinishedRun(run_queries(TWS_QUERIES, work, with_processors(conf), batches=BATCHES,
-                                 restart_after=RESTART_AFTER, query_conf=tws_query_conf), work)
+                                   restart_after=RESTART_AFTER, query_conf=tws_query_conf),
+                       work)
 
 
 def state_rows(spark: SparkSession, work: Path, name: str, variable: str,
