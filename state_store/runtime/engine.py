@@ -101,6 +101,9 @@ class VersionedStore:
         self._metrics_lock = threading.Lock()
         self.metrics = Metrics()
         self.failures: list[str] = []  # snapshot uploads that failed since the last load
+        # Commits tried and snapshots published since open: what moves retention on, and
+        # so what makes files garbage (gc_pacing.py).
+        self.record_writes = 0
         self.lineage = Lineage()
         self.copy = WorkingCopy(name, opts, memory)
         self.snapshots = Snapshotter(root, self.lineage, local_dir / "scratch", uploads,
@@ -297,6 +300,7 @@ class VersionedStore:
             raise StateStoreError(f"{self.name}: cannot commit version {new_version} on top "
                                   f"of version {self.loaded_version}")
         self._refuse_if_superseded(new_version)
+        self.record_writes += 1  # published or lost, either leaves files to collect
         started = time.perf_counter()
         changelog = self.pending.store(self.checkpoint, new_version)
         self.metrics.changelog_bytes += changelog.file.size
@@ -422,6 +426,7 @@ class VersionedStore:
     def _snapshot_published(self, stats: UploadStats) -> None:
         with self._metrics_lock:
             self.metrics.add_upload(stats)
+            self.record_writes += 1
 
     def _snapshot_failed(self, message: str) -> None:
         with self._metrics_lock:

@@ -31,6 +31,7 @@ from ..format.storage import ConditionProbes, Storage, open_storage
 from ..format.storage.hadoop import options_for
 from ..format.store_root import StoreRoot, query_dir
 from .engine import VersionedStore
+from .gc_pacing import GcPacing
 from .idle_snapshots import IdleSnapshots
 from .memory import RocksMemory, map_arena_blocks_apart
 from .protocol import (
@@ -65,6 +66,7 @@ class Session:
         self.last_request = time.monotonic()  # the idle-snapshot scheduler's sign of activity
         self.idle = idle
         self.store: VersionedStore | None = None
+        self.gc_pacing: GcPacing | None = None  # the open store's, from its first maintenance
         self.iterators: dict[int, Iterator[tuple[bytes, bytes]]] = {}
         self.deferred_error: str | None = None
         self.chunk_bytes = 1 << 20
@@ -247,14 +249,22 @@ class Session:
         return open_storage(url, options_for(url, hadoop, own), self.probes)
 
     def collect_garbage(self, store: VersionedStore, retain: int) -> int:
-        """GC, unless a CLAIM restore took this checkpoint's state over while the query
-        ran: its files belong to the claiming query now, whose GC alone may delete them."""
+        """Spark's maintenance: GC when due (gc_pacing.py), unless a CLAIM restore took this
+        checkpoint's state over while the query ran: its files belong to the claiming query
+        now, whose GC alone may delete them."""
+        pacing = self.gc_pacing = self.gc_pacing or GcPacing(store.opts.orphan_margin_seconds)
+        writes = store.record_writes
+        if not pacing.due(writes, retain):
+            return 0
         if self.location is not None and _claimed_by_other(self.location, self.query_id):
             return 0
-        return store.collect_garbage(retain)
+        deleted = store.collect_garbage(retain)
+        pacing.collected(writes, retain)
+        return deleted
 
     def close_store(self) -> None:
         self.iterators.clear()
+        self.gc_pacing = None
         if self.store is not None:
             self.store.close()
             self.store = None
