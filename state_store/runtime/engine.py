@@ -300,7 +300,8 @@ class VersionedStore:
             raise StateStoreError(f"{self.name}: cannot commit version {new_version} on top "
                                   f"of version {self.loaded_version}")
         self._refuse_if_superseded(new_version)
-        self.record_writes += 1  # published or lost, either leaves files to collect
+        with self._metrics_lock:  # the upload thread counts its snapshots too
+            self.record_writes += 1  # published or lost, either leaves files to collect
         started = time.perf_counter()
         changelog = self.pending.store(self.checkpoint, new_version)
         self.metrics.changelog_bytes += changelog.file.size
