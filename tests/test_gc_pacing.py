@@ -10,27 +10,17 @@ import json
 import os
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pyrocks_support import HttpRelay, S3Endpoint
 from state_store.format.manifest import FILES_DIR
-from state_store.format.storage import ConditionProbes
+from state_store.options import StoreOptions
 from state_store.runtime.gc_pacing import GcPacing
 from state_store.runtime.protocol import I32, Request
 from state_store.runtime.worker import Session
-from test_engine import open_store
-from test_idle_snapshots import Clock, commit
+from test_idle_snapshots import Clock, commit, session_with_store
 
-MARGIN_S = 3600.0  # orphanMarginSeconds' default
-
-
-def session_on(root: str, local: Path, storage_options: dict | None = None) -> Session:
-    session = Session(None, local / "worker", ThreadPoolExecutor(1),  # type: ignore[arg-type]
-                      None, ConditionProbes())
-    session.store = open_store(root, local / "store", interval=100,
-                               storage_options=storage_options)
-    return session
+MARGIN_S = StoreOptions().orphan_margin_seconds  # the stores' own (the default)
 
 
 def maintain(session: Session, retain: int) -> int:
@@ -46,7 +36,8 @@ def test_maintenance_asks_the_store_root_nothing_until_a_record_or_the_retention
     relay = HttpRelay(s3)
     try:
         clock = Clock()
-        session = session_on(s3.url(f"pacing-{uuid.uuid4().hex[:8]}"), tmp_path, relay.options)
+        session = session_with_store(tmp_path, None, s3.url(f"pacing-{uuid.uuid4().hex[:8]}"),
+                                     storage_options=relay.options)
         session.gc_pacing = GcPacing(MARGIN_S, clock)
         for version in (1, 2):
             commit(session, clock, version)
@@ -83,7 +74,7 @@ def test_what_time_alone_makes_garbage_is_collected_a_tenth_of_the_margin_later(
     kept by the calls within a tenth of the margin of the last collection, then deleted."""
     clock = Clock()
     root = tmp_path / "root"
-    session = session_on(str(root), tmp_path)
+    session = session_with_store(tmp_path, None)
     session.gc_pacing = GcPacing(MARGIN_S, clock)
     commit(session, clock, 1)
     assert maintain(session, 10) == 0
@@ -100,7 +91,7 @@ def test_what_time_alone_makes_garbage_is_collected_a_tenth_of_the_margin_later(
 
 def test_a_newly_opened_store_collects_at_its_first_maintenance(tmp_path: Path) -> None:
     clock = Clock()
-    session = session_on(str(tmp_path / "root"), tmp_path)
+    session = session_with_store(tmp_path, None)
     session.gc_pacing = GcPacing(MARGIN_S, clock)
     for version in (1, 2):
         commit(session, clock, version)

@@ -26,10 +26,12 @@ class Clock:
         return self.now
 
 
-def session_with_store(tmp_path: Path, idle: IdleSnapshots, **options: object) -> Session:
+def session_with_store(tmp_path: Path, idle: IdleSnapshots | None, root: str | None = None,
+                       **options: object) -> Session:
+    """A worker session with a store open on `root` (a local one by default)."""
     session = Session(None, tmp_path / "worker", ThreadPoolExecutor(1),  # type: ignore[arg-type]
                       None, ConditionProbes(), idle)
-    session.store = open_store(tmp_path / "root", tmp_path / "local", interval=100,
+    session.store = open_store(root or tmp_path / "root", tmp_path / "local", interval=100,
                                snapshot_when_idle_seconds=1.0, **options)
     return session
 
