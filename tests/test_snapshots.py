@@ -3,19 +3,26 @@ bound, the final snapshot, concurrent attempts, and orphan collection — on rea
 
 from __future__ import annotations
 
+import gc
 import os
 import random
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rocksdict import Options, Rdict
 
 import faulty_fs
 from faulty_fs import FUSE
+from state_store.format import records
 from state_store.format.manifest import Owner
+from state_store.format.records import Op
 from state_store.format.storage import StorageError, open_storage
+from state_store.runtime.engine import VersionedStore
 from test_engine import commit_versions, contents, open_store, put
 
 
@@ -235,3 +242,90 @@ def test_transient_storage_errors_are_retried(tmp_path: Path) -> None:
     FUSE.transient = 10  # more than the retries: the error names what kept failing
     with pytest.raises(StorageError, match=r"writing .*files/b failed after 5 attempts"):
         storage.write_new("files/b", b"x")
+
+
+
+
+def _seen_by_another_thread(action: Callable[[], None], look: Callable[[], int]) -> list[int]:
+    """What `look` returned each time another Python thread (another session of the worker)
+    got a turn while `action` ran. The switch interval is lifted and collections are off
+    meanwhile, so it gets one only when `action` gives the GIL up itself, never because a
+    time slice ran out or a finalizer blocked."""
+    seen: list[int] = []
+    running, done = threading.Event(), threading.Event()
+
+    def other_session() -> None:
+        while not done.is_set():
+            if running.is_set():
+                seen.append(look())
+            time.sleep(0)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(3600)
+    gc.disable()
+    thread = threading.Thread(target=other_session)
+    try:
+        thread.start()
+        running.set()
+        action()
+        running.clear()
+        return seen
+    finally:
+        gc.enable()
+        done.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+
+def _with_unflushed_rows(tmp_path: Path, cf: str) -> VersionedStore:
+    """A store whose last commit left 100k rows (10 MB) of `cf` in its memtables (nothing else)."""
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=1000)
+    store.load(0)
+    store.write(records.encode(Op.CREATE_CF, "extra"))
+    assert store.commit(1)["published"]  # the first version's snapshot empties the memtables
+    store.load(1)
+    store.write(b"".join(put(f"k{i:07d}", "x" * 100, cf=cf) for i in range(100_000)))
+    assert store.commit(2)["published"]
+    return store
+
+
+def test_a_checkpoint_flushes_every_family_with_the_gil_released(tmp_path: Path) -> None:
+    """RocksDB's checkpoint flushes the memtables, holding the GIL throughout: the worker's
+    other sessions would wait. Every column family (here only the second has rows) is
+    flushed before, by RocksDB's threads, while this thread waits without the GIL: another
+    thread runs while the flush is under way (10 MB: not done in a moment)."""
+    copy = _with_unflushed_rows(tmp_path, "extra").copy
+    extra = copy.cfs["extra"]
+    seen = _seen_by_another_thread(
+        lambda: copy.checkpoint(tmp_path / "checkpoint"),
+        lambda: extra.property_int_value("rocksdb.num-immutable-mem-table"))
+    assert any(seen), "no other thread ran while the second family's memtable was flushed"
+    families = {"extra": Options(raw_mode=True)}
+    taken = Rdict(str(tmp_path / "checkpoint"), Options(raw_mode=True), column_families=families)
+    assert taken.get_column_family("extra")[b"k0099999"] == b"x" * 100
+    taken.close()
+
+
+def test_a_working_copy_is_closed_with_its_memtables_flushed(tmp_path: Path) -> None:
+    """RocksDB's close flushes the memtables (its WAL is off), the GIL held; so they are
+    flushed before, as for a checkpoint. What RocksDB's close is left, it is given here."""
+    copy = _with_unflushed_rows(tmp_path, "default").copy
+    families = list(copy.cfs.values())
+    unflushed_at_close: list[int] = []
+
+    class RocksDbAtClose:
+        def __init__(self, db: Rdict) -> None:
+            self.db = db
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.db, name)
+
+        def close(self) -> None:
+            unflushed_at_close.extend(
+                f.property_int_value("rocksdb.num-entries-active-mem-table")
+                + f.property_int_value("rocksdb.num-immutable-mem-table") for f in families)
+            families.clear()
+            self.db.close()
+
+    copy.db = RocksDbAtClose(copy.rocksdb())  # type: ignore[assignment]
+    copy.close()
+    assert unflushed_at_close == [0, 0]

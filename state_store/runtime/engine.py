@@ -328,8 +328,7 @@ class VersionedStore:
         self.state, self.loaded_version = State.CLEAN, new_version
         if self.lineage.snapshot_due(self.opts.snapshot_interval) \
                 and not self.snapshots.in_flight():
-            self.snapshots.start(self.copy.rocksdb(), new_version, self.copy.num_keys,
-                                 manifest.lineage)
+            self.snapshots.start(self.copy, new_version, manifest.lineage)
         self.metrics.commits += 1
         self.metrics.commit_ms += (time.perf_counter() - started) * 1000
         return {"published": True, "num_keys": self.copy.num_keys,
@@ -340,9 +339,9 @@ class VersionedStore:
         version written from nothing, or one whose chain would pass the replay bound even
         after the upload in flight. Published before the manifest (which names it), it
         carries this attempt's lineage: if the attempt loses, no winner ever starts from it."""
-        version, db = changelog.version, self.copy.rocksdb()
+        version = changelog.version
         if self.lineage.empty:
-            return self.snapshots.take_now(db, version, self.copy.num_keys, changelog.file.name)
+            return self.snapshots.take_now(self.copy, version, changelog.file.name)
         bound = (self.opts.max_replay_versions, self.opts.max_replay_bytes)
         if not self.lineage.beyond_bound(changelog, *bound):
             return None
@@ -350,7 +349,7 @@ class VersionedStore:
         if not self.lineage.beyond_bound(changelog, *bound):
             return None
         self.metrics.forced_snapshots += 1
-        return self.snapshots.take_now(db, version, self.copy.num_keys, changelog.file.name)
+        return self.snapshots.take_now(self.copy, version, changelog.file.name)
 
     def _refuse_if_superseded(self, new_version: int) -> None:
         """Writers are fenced by run epoch (manifest.py): once a later run of the query has
@@ -392,8 +391,7 @@ class VersionedStore:
         lineage = self.lineage.lineage
         if self.loaded_version and lineage is not None:
             try:
-                self.snapshots.start(self.copy.rocksdb(), self.loaded_version,
-                                     self.copy.num_keys, lineage)
+                self.snapshots.start(self.copy, self.loaded_version, lineage)
             except Exception as e:  # finish tries again; the failure is reported there
                 self._snapshot_failed(f"snapshot of version {self.loaded_version} when idle: "
                                       f"{type(e).__name__}: {e}")
@@ -404,8 +402,7 @@ class VersionedStore:
         earlier file (every file becomes this snapshot's own, through duplicate())."""
         lineage = self.lineage.lineage
         if self.state is State.CLEAN and self.loaded_version and lineage is not None:
-            self.snapshots.take_now(self.copy.rocksdb(), self.loaded_version,
-                                    self.copy.num_keys, lineage, full)
+            self.snapshots.take_now(self.copy, self.loaded_version, lineage, full)
 
     def collect_garbage(self, min_versions_to_retain: int) -> int:
         self._require(_OPEN, "collect garbage")

@@ -18,12 +18,10 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocksdict import Checkpoint as RocksCheckpoint
-from rocksdict import Rdict
-
 from ..format.lineage import Lineage
 from ..format.manifest import SnapshotDescriptor
 from ..format.store_root import StoreRoot, UploadStats
+from .working_copy import WorkingCopy
 
 
 @dataclass(frozen=True)
@@ -50,19 +48,21 @@ class Snapshotter:
     def in_flight(self) -> bool:
         return self._inflight is not None and not self._inflight.done()
 
-    def start(self, db: Rdict, version: int, num_keys: int, lineage: str) -> None:
-        """Checkpoints the working copy now; uploads and publishes it in the background."""
-        local = self._local_checkpoint(db)
-        self._inflight = self.uploads.submit(self._upload, local, version, num_keys, lineage,
-                                             False)
+    def start(self, copy: WorkingCopy, version: int, lineage: str) -> None:
+        """Checkpoints the working copy, which holds `version`, now; uploads and publishes
+        it in the background."""
+        local = self._local_checkpoint(copy)
+        self._inflight = self.uploads.submit(self._upload, local, version, copy.num_keys,
+                                             lineage, False)
 
-    def take_now(self, db: Rdict, version: int, num_keys: int, lineage: str,
+    def take_now(self, copy: WorkingCopy, version: int, lineage: str,
                  full: bool = False) -> Taken | None:
         """A snapshot on the caller's thread (a replay bound reached, or the final one);
         what was published, or None if nothing was (a failure is recorded, not raised).
         `full` references no earlier file: every file becomes the snapshot's own."""
         self.drain()
-        return self._upload(self._local_checkpoint(db), version, num_keys, lineage, full)
+        return self._upload(self._local_checkpoint(copy), version, copy.num_keys, lineage,
+                            full)
 
     def drain(self) -> None:
         """Waits for the upload in flight, if any. Its failure was recorded, not raised."""
@@ -70,10 +70,10 @@ class Snapshotter:
         if inflight is not None:
             inflight.result()
 
-    def _local_checkpoint(self, db: Rdict) -> Path:
+    def _local_checkpoint(self, copy: WorkingCopy) -> Path:
         target = self.scratch / f"checkpoint-{uuid.uuid4().hex}"
         self.scratch.mkdir(parents=True, exist_ok=True)
-        RocksCheckpoint(db).create_checkpoint(str(target))
+        copy.checkpoint(target)
         return target
 
     def _upload(self, local: Path, version: int, num_keys: int, lineage: str,

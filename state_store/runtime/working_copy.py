@@ -8,12 +8,14 @@ write-ahead log is off: the changelog, not the WAL, makes writes durable.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 from rocksdict import (
     BlockBasedOptions,
     Cache,
+    Checkpoint,
     ColumnFamily,
     DBCompressionType,
     Options,
@@ -85,7 +87,12 @@ class WorkingCopy:
         self.cfs[DEFAULT_CF] = self.db
 
     def close(self) -> None:
-        self.cfs.clear()
+        """Closes RocksDB, whose close flushes the memtables (the WAL is off) holding the GIL;
+        so they are flushed first by `flush`, which waits without it (`checkpoint` says why)."""
+        if self.db is not None:
+            with contextlib.suppress(Exception):  # the close's own flush reports it
+                self._flush_memtables()
+        self.cfs.clear()  # a column family's handle would keep the database open
         if self.db is not None:
             self.db.close()
             self.db = None
@@ -93,6 +100,22 @@ class WorkingCopy:
     def rocksdb(self) -> Rdict:
         assert self.db is not None, "the working copy is open"
         return self.db
+
+    def checkpoint(self, target: Path) -> None:
+        """A RocksDB checkpoint of the working copy in `target`, a new directory: hard links
+        to its SST files and copies of the rest. The caller lets nothing write meanwhile.
+
+        A checkpoint flushes the memtables first (the WAL is off), and the binding's checkpoint
+        holds the GIL throughout: about 7 ms a store in which no other session of this worker
+        is served, four in a row when a query stops. Its `flush` waits with the GIL released,
+        so the memtables are flushed by it first; the checkpoint is left links and small
+        copies (about 2 ms)."""
+        self._flush_memtables()
+        Checkpoint(self.rocksdb()).create_checkpoint(str(target))
+
+    def _flush_memtables(self) -> None:
+        for family in self.cfs.values():
+            family.flush()
 
     def count_keys(self, recorded: int) -> None:
         """Sets the key count of a freshly loaded version: the one its manifest `recorded`,
