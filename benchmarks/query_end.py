@@ -5,7 +5,8 @@ recording the run in the result store adds.
     python -m benchmarks.query_end --quick    # 100k keys, 1 repeat
 
 In one SparkSession (local[2], 8 shuffle partitions), per provider (ours, Spark's RocksDB
-provider, Spark's HDFS provider) and repeat, on a fresh checkpoint:
+provider, Spark's HDFS provider; they take turns at running first) and repeat, on a fresh
+checkpoint:
   run       a `groupBy(key)` count/sum over Parquet input, one file per batch: 4 batches
             insert every key, 2 update 20k random keys each; processing-time trigger,
             `processAllAvailable()`.
@@ -45,7 +46,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
-from benchmarks.macro import PROVIDERS, Provider, file_stream, insert_then_update, write_batches
+from benchmarks.macro import (
+    PROVIDERS,
+    Provider,
+    file_stream,
+    in_turn,
+    insert_then_update,
+    write_batches,
+)
 from state_store.results import FileSystemResultStore, run_once
 from state_store.spark import configure
 
@@ -164,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         providers = [p for p in PROVIDERS if p.name in NAMES and not p.changelog]
         measures = {p.name: Measure(p.name) for p in providers}
         for repeat in range(repeats):
-            for provider in providers:
+            for provider in in_turn(providers, repeat):
                 run_dir = work / f"{provider.name}-{repeat}"
                 measure_end(spark, provider, tables, run_dir, measures[provider.name])
                 shutil.rmtree(run_dir, ignore_errors=True)

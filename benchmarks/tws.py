@@ -40,6 +40,7 @@ from benchmarks.macro import (
     Workload,
     build_session,
     file_stream,
+    in_turn,
     insert_then_update,
     run_one,
     write_batches,
@@ -116,8 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = build_session(cfg, work)
         try:
             for index in range(rounds):
-                order = providers[index % len(providers):] + providers[:index % len(providers)]
-                for provider in order:
+                for provider in in_turn(providers, index):
                     runs[provider.name].append(run_one(spark, workload, provider, cfg, work))
         finally:
             spark.stop()
