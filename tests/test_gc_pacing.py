@@ -23,6 +23,14 @@ from test_idle_snapshots import Clock, commit, session_with_store
 MARGIN_S = StoreOptions().orphan_margin_seconds  # the stores' own (the default)
 
 
+def paced_session(tmp_path: Path, clock: Clock, root: str | None = None,
+                  **options: object) -> Session:
+    """A worker session with a store open, whose maintenance is paced on `clock`."""
+    session = session_with_store(tmp_path, None, root, **options)
+    session.gc_pacing = GcPacing(MARGIN_S, clock)
+    return session
+
+
 def maintain(session: Session, retain: int) -> int:
     """One maintenance call as Spark's maintenance thread sends it; files deleted."""
     with session.lock:
@@ -36,9 +44,8 @@ def test_maintenance_asks_the_store_root_nothing_until_a_record_or_the_retention
     relay = HttpRelay(s3)
     try:
         clock = Clock()
-        session = session_with_store(tmp_path, None, s3.url(f"pacing-{uuid.uuid4().hex[:8]}"),
-                                     storage_options=relay.options)
-        session.gc_pacing = GcPacing(MARGIN_S, clock)
+        session = paced_session(tmp_path, clock, s3.url(f"pacing-{uuid.uuid4().hex[:8]}"),
+                                storage_options=relay.options)
         for version in (1, 2):
             commit(session, clock, version)
 
@@ -74,8 +81,7 @@ def test_what_time_alone_makes_garbage_is_collected_a_tenth_of_the_margin_later(
     kept by the calls within a tenth of the margin of the last collection, then deleted."""
     clock = Clock()
     root = tmp_path / "root"
-    session = session_with_store(tmp_path, None)
-    session.gc_pacing = GcPacing(MARGIN_S, clock)
+    session = paced_session(tmp_path, clock)
     commit(session, clock, 1)
     assert maintain(session, 10) == 0
     store_files = next(root.glob(f"**/{FILES_DIR}"))
@@ -91,8 +97,7 @@ def test_what_time_alone_makes_garbage_is_collected_a_tenth_of_the_margin_later(
 
 def test_a_newly_opened_store_collects_at_its_first_maintenance(tmp_path: Path) -> None:
     clock = Clock()
-    session = session_with_store(tmp_path, None)
-    session.gc_pacing = GcPacing(MARGIN_S, clock)
+    session = paced_session(tmp_path, clock)
     for version in (1, 2):
         commit(session, clock, version)
     assert session.store is not None

@@ -89,9 +89,8 @@ class WorkingCopy:
     def close(self) -> None:
         """Closes RocksDB, whose close flushes the memtables (the WAL is off) holding the GIL;
         so they are flushed first by `flush`, which waits without it (`checkpoint` says why)."""
-        if self.db is not None:
-            with contextlib.suppress(Exception):  # the close's own flush reports it
-                self._flush_memtables()
+        with contextlib.suppress(Exception):  # the close's own flush reports it
+            self._flush_memtables()  # none to flush when closed: `cfs` is empty then
         self.cfs.clear()  # a column family's handle would keep the database open
         if self.db is not None:
             self.db.close()
