@@ -4,13 +4,18 @@ lifecycle (restart, rollback to an older version, abort)."""
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from harness import HDFS, PROVIDER_KEY
 from state_store.options import PREFIX
+
+T = TypeVar("T")
 
 
 def write_ids(source: Path, batch: int, ids: range) -> None:
@@ -19,12 +24,13 @@ def write_ids(source: Path, batch: int, ids: range) -> None:
     hidden.rename(source / f"{batch:03d}.json")
 
 
-def run_dedup(spark: SparkSession, work: Path, batches: list[range]) -> list[dict]:
+def run_dedup(spark: SparkSession, work: Path, batches: list[range],
+              checkpoint: Path | None = None) -> list[dict]:
     source = work / "in"
     source.mkdir(parents=True, exist_ok=True)
     stream = spark.readStream.schema("id long").option("maxFilesPerTrigger", 1)
     query = (stream.json(str(source)).dropDuplicates(["id"]).writeStream.format("noop")
-             .option("checkpointLocation", str(work / "ckpt")).start())
+             .option("checkpointLocation", str(checkpoint or work / "ckpt")).start())
     progress = []
     try:
         start = len(list(source.glob("*.json")))
@@ -59,16 +65,52 @@ def test_gets_are_answered_in_the_jvm(pyrocks_spark: SparkSession, tmp_path: Pat
     assert operator(progress[-1])["numRowsTotal"] == 7000
 
 
-def test_restart_starts_the_cache_afresh(pyrocks_spark: SparkSession, tmp_path: Path) -> None:
-    """After a restart the store is loaded at a non-zero version: nothing is known, so the
-    gets go to the worker and duplicates of earlier batches are still dropped. (The second
-    run's ids come in descending order: ascending, the gets would read ahead, a window per
-    round trip.)"""
-    first = run_dedup(pyrocks_spark, tmp_path, [range(0, 1000)])
-    second = run_dedup(pyrocks_spark, tmp_path, [range(1499, 499, -1)])
-    assert operator(first[-1])["numRowsUpdated"] == 1000
-    assert operator(second[-1])["numRowsUpdated"] == 500
-    assert operator(second[-1])["customMetrics"]["pyrocks.round_trips"] >= 1000
+def on_spark_hdfs(spark: SparkSession, run: Callable[[], T]) -> T:
+    """`run` with Spark's HDFS provider in place of ours, for the reference answer."""
+    ours = spark.conf.get(PROVIDER_KEY)
+    spark.conf.set(PROVIDER_KEY, HDFS)
+    try:
+        return run()
+    finally:
+        spark.conf.set(PROVIDER_KEY, ours)
+
+
+def counts(progress: list[dict]) -> list[tuple[int, int]]:
+    return [(operator(p)["numRowsUpdated"], operator(p)["numRowsTotal"]) for p in progress]
+
+
+def test_a_restart_in_the_same_jvm_starts_with_the_cache_warm(pyrocks_spark: SparkSession,
+                                                              tmp_path: Path) -> None:
+    """A query stopped and started again in the same JVM: each closed provider left its
+    cache, equal to the last commit, to the next provider of its store, so the first batch
+    after the restart finds its gets answered in the JVM as before the stop. (The second
+    run's ids come in descending order: ascending, a cold cache would read ahead, a window
+    per round trip, and could not be told from a warm one.)"""
+    def restarted(work: Path) -> list[dict]:
+        return run_dedup(pyrocks_spark, work, [range(0, 1000)]) + \
+            run_dedup(pyrocks_spark, work, [range(1499, 499, -1)])
+    ours = restarted(tmp_path / "ours")
+    assert counts(ours) == on_spark_hdfs(pyrocks_spark, lambda: counts(restarted(tmp_path / "h")))
+    assert counts(ours)[-1] == (500, 1500)
+    # cold, each of the 1,000 gets of ids the first run stored is a round trip
+    assert operator(ours[-1])["customMetrics"]["pyrocks.round_trips"] < 100
+
+
+def test_a_checkpoint_replaced_at_its_path_is_read_afresh(pyrocks_spark: SparkSession,
+                                                          tmp_path: Path) -> None:
+    """The cache a stopped query left answers only its own commit: a checkpoint replaced by
+    another query's, at the same path and the same version, is read from what it holds."""
+    def replaced(work: Path) -> list[dict]:
+        checkpoint = work / "first" / "ckpt"
+        run_dedup(pyrocks_spark, work / "first", [range(0, 1000)])
+        run_dedup(pyrocks_spark, work / "other", [range(5000, 6000)])
+        shutil.rmtree(checkpoint)
+        shutil.copytree(work / "other" / "ckpt", checkpoint)
+        # the copy's file source knows the other query's input directory, and only that
+        return run_dedup(pyrocks_spark, work / "other", [range(0, 1500)], checkpoint)
+    ours = replaced(tmp_path / "ours")
+    assert counts(ours) == on_spark_hdfs(pyrocks_spark, lambda: counts(replaced(tmp_path / "h")))
+    assert counts(ours) == [(1500, 2500)]  # the first query's ids 0-999 are not in it
 
 
 def test_grouped_counts_with_cache_match_spark(pyrocks_spark: SparkSession,
@@ -236,12 +278,8 @@ def test_a_join_evicting_past_its_cache_reads_ahead(pyrocks_spark: SparkSession,
         ours, progress = run_outer_join(pyrocks_spark, tmp_path / "ours")
     finally:
         pyrocks_spark.conf.unset(PREFIX + "readCacheMB")
-    provider = pyrocks_spark.conf.get(PROVIDER_KEY)
-    pyrocks_spark.conf.set(PROVIDER_KEY, HDFS)
-    try:
-        theirs, reference = run_outer_join(pyrocks_spark, tmp_path / "hdfs")
-    finally:
-        pyrocks_spark.conf.set(PROVIDER_KEY, provider)
+    theirs, reference = on_spark_hdfs(pyrocks_spark,
+                                      lambda: run_outer_join(pyrocks_spark, tmp_path / "hdfs"))
     assert ours == theirs
     assert sum(1 for _, _, rk, _ in ours if rk is None) >= 15_000  # evicted unmatched rows
     removed = [operator(p)["numRowsRemoved"] for p in progress]

@@ -31,7 +31,10 @@ CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
          "a-complete-cache-answers-full-scans-of-a-prefix-family",
          "a-cache-over-its-budget-keeps-what-it-wrote-last",
          "a-walk-in-key-order-reads-ahead-and-stays-exact",
-         "a-read-ahead-window-is-charged-and-kept-exact")
+         "a-read-ahead-window-is-charged-and-kept-exact",
+         "a-closed-providers-cache-serves-the-next-provider",
+         "a-parked-cache-answers-only-for-its-own-commit",
+         "only-a-committed-cache-is-parked-and-it-goes-whole")
 PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignore-later-writes",
           "prefix-records-keep-their-keys-in-order",
           "packed-entries-evict-those-written-longest-ago")

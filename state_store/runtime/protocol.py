@@ -18,7 +18,7 @@ class Request(IntEnum):
     #             writer, options} (worker.Session.open)  -> JSON {pid, root}
     OPEN = 1
     # body: version i64 [UTF-8 checkpoint id: the commit of it Spark's commit log names]
-    LOAD = 2  #                                          -> JSON {num_keys, unchanged}
+    LOAD = 2  #                                  -> JSON {num_keys, unchanged, commit_id}
     WRITES = 3  # body: write records (records.py)       -> no response
     GET = 4  # body: [cf_len u16][cf][key]               -> [found u8][value]
     ITER_OPEN = 5  # body: [id u32][mode u8][cf_len u16][cf][a_len u32][a][b_len u32][b] -> chunk

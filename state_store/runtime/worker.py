@@ -153,7 +153,8 @@ class Session:
             store.reset_metrics()  # customMetrics report per batch: count from each load
             checkpoint_id = body[I64.size:].decode() or None
             unchanged = store.load(I64.unpack_from(body)[0], checkpoint_id)
-            return _json({"num_keys": max(store.num_keys, 0), "unchanged": unchanged})
+            return _json({"num_keys": max(store.num_keys, 0), "unchanged": unchanged,
+                          "commit_id": store.lineage.commit_id})
         elif request is Request.LOAD_EMPTY:
             self.iterators.clear()
             store.reset_metrics()

@@ -66,16 +66,21 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     this.launch = LaunchOptions.fromConfs(storeConfs.sqlConfs)
     this.location = new StoreLocation(stateStoreId, hadoopConf, Option(TaskContext.get()))
     this.writer = new WriterSlot(this, launch.requestTimeoutSeconds, describe)
-    this.cache = new ReadCache(CacheBudget.of(launch.readCacheMB))
+    this.cache = new ReadCache(CacheBudget.of(0)) // until connected: a connection starts it over
     registerColumnFamily(Wire.DefaultCf, keySchema, valueSchema, keyStateEncoderSpec,
       useMultipleValuesPerKey)
     withConnection(_ => ()) // fail in init, not mid-batch, on a bad option or a broken worker
+    val budget = CacheBudget.of(launch.readCacheMB)
+    this.cache = ParkedCaches.adopt(parkingName, budget).getOrElse(new ReadCache(budget))
     LiveProviders.add(this)
   }
 
   override def stateStoreId: StateStoreId = storeId
 
   def describe: String = location.describe
+
+  /** The store, as ParkedCaches knows it: its checkpoint location as Spark resolved it. */
+  private def parkingName: String = storeId.storeCheckpointLocation().toString
 
   override def getStore(
       version: Long,
@@ -159,7 +164,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       case e: PyRocksStoreException => throw new IllegalStateException(
         s"cannot load version $version of $describe: ${e.getMessage}", e)
     }
-    cache.loaded(version, unchanged = jsonField(answer, "unchanged") == "true", empty = empty)
+    cache.loaded(version, unchanged = jsonField(answer, "unchanged") == "true", empty = empty,
+      loadedCommit = jsonString(answer, "commit_id"))
   }
 
   /** A failed commit leaves `store` the writer: the task's abort releases it. */
@@ -174,10 +180,10 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       }
       writer.release(store)
       // Lost the race to publish: the worker reloads the winner's state, so must we.
-      if (jsonField(answer, "published") == "true") cache.committed(newVersion)
+      val commitId = jsonString(answer, "checkpoint_id")
+      if (jsonField(answer, "published") == "true") cache.committed(newVersion, commitId)
       else cache.invalidate()
-      store.committedAs(jsonString(answer, "checkpoint_id"),
-        jsonString(answer, "base_checkpoint_id"))
+      store.committedAs(commitId, jsonString(answer, "base_checkpoint_id"))
       CoordinatorCompat.reportCommit(storeConf, newVersion, storeId, hadoopConf)
     }
 
@@ -475,11 +481,15 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
    * Finish completes uploads in flight and gives the last committed version a snapshot if
    * it has none, so nothing is left half-published; it only ever writes committed state.
    * Close releases the worker-side store and the connection. Neither throws: a failure is
-   * logged, and never masks an error the task already reported.
+   * logged, and never masks an error the task already reported. The read cache is parked
+   * for the store's next provider in this JVM if it equals a commit (ParkedCaches); this
+   * provider keeps none (it is never used again, and if it were, it must not write into a
+   * cache another provider took over).
    */
   override def close(): Unit = synchronized {
     LiveProviders.remove(this)
-    cache.close()
+    ParkedCaches.park(parkingName, cache)
+    cache = new ReadCache(CacheBudget.of(0)) // answers nothing; charged to nothing
     if (connection != null) {
       if (!connection.isBroken) {
         try {

@@ -12,6 +12,12 @@ import java.util.concurrent.atomic.AtomicLong
  *  - the cache belongs to one committed version and one working copy: it is kept across a
  *    load only if the worker reports its working copy unchanged at that version, and is
  *    dropped on abort, on a lost publish race, on a new connection (`invalidate`);
+ *  - or it belongs to one commit (`commit`: its id, as the worker names it; None from the
+ *    first write not yet committed): a load of that very commit, on any working copy, keeps
+ *    it, because a commit's content never changes. A version re-committed by another run,
+ *    a checkpoint replaced at the same path, a rewind: each is another commit id. This is
+ *    what lets a closed provider's cache serve the next provider of its store
+ *    (`ParkedCaches`: a query restarted in the same JVM starts warm);
  *  - `complete` means every key of the store has an entry or is absent: true only from an
  *    empty store (version 0, or one loaded empty) through writes that all went through this
  *    cache, false as soon as anything is dropped. Only then does a miss mean "absent"
@@ -42,7 +48,7 @@ import java.util.concurrent.atomic.AtomicLong
  * an idle cache is `clear`, which only forgets: it happens under that cache's own lock, so it
  * never races a lookup or a write.
  */
-final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () => new KeyFilter()) {
+final class ReadCache(val budget: CacheBudget, newKeyFilter: () => KeyFilter = () => new KeyFilter()) {
   private val lock = new java.util.concurrent.locks.ReentrantLock()
   @volatile private var lastUsedNanos = System.nanoTime()
   private val entries = new PackedEntries(new PackedEntries.Memory {
@@ -61,6 +67,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   private var filterBytes = 0L // charged to the budget while `filter` is set
   private val spaces = new java.util.HashMap[String, Integer]()
   private var version = -1L
+  private var commit: Option[String] = None
   private val enabled = budget.limitBytes > 0 // readCacheMB=0: every get asks the worker
 
   /** Some(Some(value)) or Some(None) if known (absent = None); None if the worker must say.
@@ -135,12 +142,18 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   /** The worker's answer for `key` is now `value` (null = absent); `prefix` is the key's
    * scan prefix in a prefix-scan column family. */
   def remember(cf: String, key: Array[Byte], value: Array[Byte],
-      prefix: Option[Array[Byte]] = None): Unit = write(cf, key, value, prefix)
+      prefix: Option[Array[Byte]] = None): Unit = learn(cf, key, value, prefix)
 
   /** `remember` for this store's own write of `key`, answering what the cache knew of the
    * key before it: `ReadCache.Unknown`, `Absent` or `Present`. */
   def write(cf: String, key: Array[Byte], value: Array[Byte],
       prefix: Option[Array[Byte]] = None): Int = if (!enabled) ReadCache.Unknown else guarded {
+    commit = None
+    learn(cf, key, value, prefix)
+  }
+
+  private def learn(cf: String, key: Array[Byte], value: Array[Byte],
+      prefix: Option[Array[Byte]]): Int = if (!enabled) ReadCache.Unknown else guarded {
     writesSeen += 1
     val space = spaceOf(cf)
     val hash = CacheKey.hash(key, space)
@@ -188,6 +201,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
   def forget(cf: String, key: Array[Byte], prefix: Option[Array[Byte]] = None): Unit =
     if (enabled) guarded {
       writesSeen += 1
+      commit = None
       val space = spaceOf(cf)
       val hash = CacheKey.hash(key, space)
       ahead.write(space, key, null, known = false)
@@ -281,9 +295,12 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     budget.reserve(n) || (budget.reclaim(n, this) && budget.reserve(n))
 
   /** The store was loaded at `loaded`; `unchanged` = the worker's working copy was kept;
-   * `empty` = it was loaded empty whatever its version (Spark's loadEmpty). */
-  def loaded(loaded: Long, unchanged: Boolean, empty: Boolean = false): Unit = guarded {
-    if (empty || !(unchanged && loaded == version)) {
+   * `empty` = it was loaded empty whatever its version (Spark's loadEmpty); `loadedCommit`:
+   * the id of the commit the worker loaded (None: not known, or nothing committed). */
+  def loaded(loaded: Long, unchanged: Boolean, empty: Boolean = false,
+      loadedCommit: Option[String] = None): Unit = guarded {
+    val sameCommit = loadedCommit.isDefined && loadedCommit == commit
+    if (empty || loaded != version || !(unchanged || sameCommit)) {
       clear()
       // Version 0, or a store loaded empty, holds no key: every key is known absent (so an
       // offline writer's puts cost the worker no lookup). Any other version was written by
@@ -293,9 +310,18 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
       if (nothingStored) newFilter() else dropFilter()
     }
     version = loaded
+    commit = if (empty) None else loadedCommit
   }
 
-  def committed(newVersion: Long): Unit = guarded { version = newVersion }
+  /** This store published `newVersion` as the commit `id`. */
+  def committed(newVersion: Long, id: Option[String]): Unit = guarded {
+    version = newVersion
+    commit = id
+  }
+
+  /** Whether this cache equals a commit (known by its id), so the next provider of its store
+   * may take it over (`ParkedCaches`). */
+  def equalsACommit: Boolean = enabled && guarded(commit.isDefined && version > 0)
 
   /** JVM memory this cache holds: its entries, its key filter and its read-ahead window. */
   def memoryBytes: Long = guarded(entries.allocatedBytes + filterBytes + ahead.bytes)
@@ -304,6 +330,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     clear()
     dropFilter()
     version = -1
+    commit = None
   }
 
   /** The provider is gone: its memory goes back to the budget for good. */
@@ -329,7 +356,7 @@ final class ReadCache(budget: CacheBudget, newKeyFilter: () => KeyFilter = () =>
     } finally lock.unlock()
   }
 
-  budget.register(this)
+  if (enabled) budget.register(this)
 
   private def clear(): Unit = {
     writesSeen += 1
@@ -423,7 +450,10 @@ final class CacheBudget(val limitBytes: Long) {
   def reclaim(n: Long, requester: ReadCache): Boolean = {
     val goal = limitBytes - n - limitBytes / 8
     val byAge = caches.toArray(Array.empty[ReadCache]).filter(_ ne requester).sortBy(_.lastUsed)
-    byAge.iterator.takeWhile(_ => used.get() > goal).foreach(_.releaseIfIdle())
+    // A parked cache goes whole, key filter included: nothing may ever take it over again.
+    byAge.iterator.takeWhile(_ => used.get() > goal).foreach { cache =>
+      if (ParkedCaches.unpark(cache)) cache.close() else cache.releaseIfIdle()
+    }
     used.get() + n <= limitBytes
   }
 }

@@ -1,6 +1,7 @@
 package io.pyrocks.statestore
 
 import java.nio.charset.StandardCharsets.UTF_8
+import java.nio.file.Path
 
 /** The read cache and its key filter: exact answers whatever happens to their memory. */
 object CacheChecks {
@@ -18,7 +19,10 @@ object CacheChecks {
     "a-complete-cache-answers-full-scans-of-a-prefix-family" -> completeCacheScansPrefixFamily,
     "a-cache-over-its-budget-keeps-what-it-wrote-last" -> overBudgetKeepsTheNewest,
     "a-walk-in-key-order-reads-ahead-and-stays-exact" -> walkInKeyOrderReadsAhead,
-    "a-read-ahead-window-is-charged-and-kept-exact" -> readAheadWindowChargedAndExact)
+    "a-read-ahead-window-is-charged-and-kept-exact" -> readAheadWindowChargedAndExact,
+    "a-closed-providers-cache-serves-the-next-provider" -> parkedCacheServesTheNextProvider,
+    "a-parked-cache-answers-only-for-its-own-commit" -> parkedCacheAnswersOnlyItsCommit,
+    "only-a-committed-cache-is-parked-and-it-goes-whole" -> parkedCachesEqualACommitAndGoWhole)
 
   import Wire.DefaultCf
 
@@ -93,7 +97,8 @@ object CacheChecks {
     first.put(pair(8, 0), value(80))
     first.commit()
     writer.close()
-    val p = prefixProvider(root) // another working copy: its cache knows nothing
+    ParkedCaches.discardAll() // so the next provider's cache starts afresh, knowing nothing
+    val p = prefixProvider(root)
     val store = p.getStore(1)
     val codec = p.codec(DefaultCf)
     val prefix = Some(codec.prefix(group(7)))
@@ -165,7 +170,8 @@ object CacheChecks {
     expect(ordered == timestamps.sorted, s"the range-scan family listed $ordered")
     store.commit()
     p.close()
-    val fresh = provider(root) // another working copy: its cache knows nothing
+    ParkedCaches.discardAll() // so the next provider's cache starts afresh, knowing nothing
+    val fresh = provider(root)
     val unread = fresh.getStore(1)
     def freshTrips(): Long = Fixture.customMetric(fresh, "pyrocks.round_trips")
     val opened = freshTrips()
@@ -547,5 +553,117 @@ object CacheChecks {
     expect(kept.isDefined && answer(tiny, 102).isEmpty && tiny.memoryBytes == 0,
       s"a window larger than the budget: answered ${kept.map(_.toSeq)}, kept " +
         s"${tiny.memoryBytes} bytes")
+  }
+
+  /** A closed provider leaves its cache for the next provider of its store (a query
+   * restarted in the same JVM): the gets of the commit it equals are answered without the
+   * worker, and exactly, absent keys included. */
+  def parkedCacheServesTheNextProvider(f: Fixture): Unit = {
+    import f._
+    val root = checkpoint("parked")
+    val first = provider(root)
+    val store = first.getStore(0)
+    (0L until 100L).foreach(k => store.put(key(k), value(k)))
+    store.remove(key(7))
+    store.commit()
+    first.close()
+    val next = provider(root)
+    val again = next.getStore(1)
+    def roundTrips(): Long = Fixture.customMetric(next, "pyrocks.round_trips")
+    val before = roundTrips()
+    val seen = (0L until 120L).map(k => k -> valueOf(again.get(key(k))))
+    val asked = roundTrips() - before - 1 // the metrics request is one
+    expect(asked == 0, s"120 gets of the restarted store asked the worker $asked times: the " +
+      "closed provider's cache was not taken over")
+    val expected = (0L until 120L).map(k => k -> Option(k).filter(k => k < 100 && k != 7))
+    expect(seen == expected, s"version 1 read through the taken-over cache: " +
+      s"${seen.filter(s => !expected.contains(s))} (wrote keys 0-99 = k, then removed 7)")
+    again.put(key(200), value(200))
+    again.commit()
+    next.close()
+  }
+
+  /** A parked cache answers only a load of the very commit it equals: a restart at an older
+   * version (a rewind), and the same version of another commit (the checkpoint directory
+   * replaced at the same path), read what the checkpoint holds. */
+  def parkedCacheAnswersOnlyItsCommit(f: Fixture): Unit = {
+    import f._
+    def commitVersions(root: Path, values: Long*): Unit = {
+      val p = provider(root)
+      values.zipWithIndex.foreach { case (v, version) =>
+        val s = p.getStore(version)
+        s.put(key(1), value(v))
+        s.commit()
+      }
+      p.close() // parks its cache, equal to the last version
+    }
+    val rewound = checkpoint("parked-rewound")
+    commitVersions(rewound, 10, 20)
+    val older = provider(rewound)
+    val one = older.getStore(1)
+    expect(valueOf(one.get(key(1))).contains(10L), s"version 1 after a rewind: key 1 = " +
+      s"${valueOf(one.get(key(1)))}, not 10 (version 2, parked, has 20)")
+    one.abort()
+    older.close()
+
+    val replaced = checkpoint("parked-replaced")
+    val other = checkpoint("parked-other")
+    commitVersions(replaced, 1)
+    commitVersions(other, 2)
+    replaceTree(replaced, other)
+    val p = provider(replaced)
+    val s = p.getStore(1)
+    expect(valueOf(s.get(key(1))).contains(2L), s"version 1 of a checkpoint replaced at the " +
+      s"same path: key 1 = ${valueOf(s.get(key(1)))}, not 2 (the parked cache had 1)")
+    s.abort()
+    p.close()
+  }
+
+  private def replaceTree(target: Path, source: Path): Unit = {
+    import java.nio.file.{Files, StandardCopyOption}
+    import scala.jdk.CollectionConverters._
+    Files.walk(target).iterator().asScala.toSeq.reverse.filter(_ != target).foreach(Files.delete)
+    Files.walk(source).iterator().asScala.toSeq.filter(_ != source).foreach { from =>
+      val to = target.resolve(source.relativize(from))
+      if (Files.isDirectory(from)) Files.createDirectories(to)
+      else Files.copy(from, to, StandardCopyOption.COPY_ATTRIBUTES)
+    }
+  }
+
+  /** Parking, on the cache alone: one holding a write not yet committed is closed, not
+   * parked; one parked under another budget is not taken over; and one the budget needs
+   * room from goes whole, key filter included, and is never taken over after. */
+  def parkedCachesEqualACommitAndGoWhole(f: Fixture): Unit = {
+    import f._
+    val budget = new CacheBudget(1L << 20)
+    def committed(id: String): ReadCache = {
+      val cache = new ReadCache(budget)
+      cache.loaded(0, unchanged = false)
+      (0L until 100L).foreach(k => cache.write(DefaultCf, rawKey(k), rawKey(k)))
+      cache.committed(1, Some(id))
+      cache
+    }
+    val dirty = committed("a")
+    dirty.write(DefaultCf, rawKey(500), rawKey(500))
+    ParkedCaches.park("dirty", dirty)
+    expect(ParkedCaches.adopt("dirty", budget).isEmpty && dirty.memoryBytes == 0,
+      s"a cache holding an uncommitted write was parked (it holds ${dirty.memoryBytes} bytes)")
+    val elsewhere = committed("b")
+    ParkedCaches.park("elsewhere", elsewhere)
+    expect(ParkedCaches.adopt("elsewhere", new CacheBudget(1L << 20)).isEmpty,
+      "a cache parked under one budget was taken over under another")
+    expect(elsewhere.memoryBytes == 0, s"the cache no provider can take over still holds " +
+      s"${elsewhere.memoryBytes} bytes")
+    val idle = committed("c")
+    ParkedCaches.park("idle", idle)
+    expect(idle.memoryBytes > 0 && budget.usedBytes == idle.memoryBytes,
+      s"the parked cache holds ${idle.memoryBytes} bytes, the budget counts ${budget.usedBytes}")
+    val busy = new ReadCache(budget)
+    busy.loaded(0, unchanged = false)
+    (0L until 40000L).foreach(k => busy.write(DefaultCf, rawKey(k), rawKey(k))) // > 1 MiB
+    expect(idle.memoryBytes == 0, s"the budget needed room, yet the parked cache still holds " +
+      s"${idle.memoryBytes} bytes")
+    expect(ParkedCaches.adopt("idle", budget).isEmpty, "a cache the budget took back was " +
+      "taken over")
   }
 }
