@@ -34,7 +34,8 @@ CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
          "a-read-ahead-window-is-charged-and-kept-exact",
          "a-closed-providers-cache-serves-the-next-provider",
          "a-parked-cache-answers-only-for-its-own-commit",
-         "only-a-committed-cache-is-parked-and-it-goes-whole")
+         "only-a-committed-cache-is-parked-and-it-goes-whole",
+         "caches-stay-exact-across-the-providers-of-one-store")
 PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignore-later-writes",
           "prefix-records-keep-their-keys-in-order",
           "packed-entries-evict-those-written-longest-ago")

@@ -22,7 +22,8 @@ object CacheChecks {
     "a-read-ahead-window-is-charged-and-kept-exact" -> readAheadWindowChargedAndExact,
     "a-closed-providers-cache-serves-the-next-provider" -> parkedCacheServesTheNextProvider,
     "a-parked-cache-answers-only-for-its-own-commit" -> parkedCacheAnswersOnlyItsCommit,
-    "only-a-committed-cache-is-parked-and-it-goes-whole" -> parkedCachesEqualACommitAndGoWhole)
+    "only-a-committed-cache-is-parked-and-it-goes-whole" -> parkedCachesEqualACommitAndGoWhole,
+    "caches-stay-exact-across-the-providers-of-one-store" -> cachesExactAcrossProviders)
 
   import Wire.DefaultCf
 
@@ -665,5 +666,59 @@ object CacheChecks {
       s"${idle.memoryBytes} bytes")
     expect(ParkedCaches.adopt("idle", budget).isEmpty, "a cache the budget took back was " +
       "taken over")
+  }
+
+  /** A model of one store's life across many providers in one JVM, against the map of
+   * each committed version: providers opened and closed at random (closed between batches,
+   * or under a task that wrote and never committed, as an unloaded provider of a cancelled
+   * task is), batches that load the latest version or rewind to an older one, commits that
+   * publish or lose to a version already published, aborts. Every get of every batch must
+   * answer what the model holds, whichever cache (its own, a parked one, none) answers it. */
+  def cachesExactAcrossProviders(f: Fixture): Unit = {
+    import f._
+    for (seed <- Seq(1L, 2L, 3L)) {
+      val random = new scala.util.Random(seed)
+      val root = checkpoint(s"providers-model-$seed")
+      val versions = scala.collection.mutable.ArrayBuffer(Map.empty[Long, Long])
+      var open = Vector.empty[PyRocksStateStoreProvider]
+      for (step <- 0 until 80) {
+        if (open.isEmpty || random.nextInt(4) == 0) open :+= provider(root)
+        val p = open(random.nextInt(open.size))
+        val version = if (random.nextInt(4) == 0) random.nextInt(versions.size)
+          else versions.size - 1
+        val store = p.getStore(version)
+        var state = versions(version)
+        def check(k: Long): Unit = expect(valueOf(store.get(key(k))) == state.get(k),
+          s"seed $seed, step $step, version $version: key $k = ${valueOf(store.get(key(k)))}" +
+            s", not ${state.get(k)}")
+        (0 until 10).foreach(_ => check(random.nextInt(40).toLong))
+        (0 until random.nextInt(12)).foreach { _ =>
+          val k = random.nextInt(40).toLong
+          if (random.nextInt(3) == 0) {
+            store.remove(key(k))
+            state -= k
+          } else {
+            val v = random.nextInt(1000).toLong
+            store.put(key(k), value(v))
+            state += k -> v
+          }
+          if (random.nextBoolean()) check(random.nextInt(40).toLong)
+        }
+        random.nextInt(8) match {
+          case 0 => store.abort()
+          case 1 => // the provider is unloaded under its task: nothing is committed
+            p.close()
+            open = open.filterNot(_ eq p)
+          case _ =>
+            store.commit() // publishes only a version not published yet
+            if (version + 1 == versions.size) versions += state
+        }
+        if (open.contains(p) && random.nextInt(4) == 0) {
+          p.close()
+          open = open.filterNot(_ eq p)
+        }
+      }
+      open.foreach(_.close())
+    }
   }
 }
