@@ -48,7 +48,8 @@ import java.util.concurrent.atomic.AtomicLong
  * an idle cache is `clear`, which only forgets: it happens under that cache's own lock, so it
  * never races a lookup or a write.
  */
-final class ReadCache(val budget: CacheBudget, newKeyFilter: () => KeyFilter = () => new KeyFilter()) {
+final class ReadCache(val budget: CacheBudget,
+    newKeyFilter: () => KeyFilter = () => new KeyFilter()) {
   private val lock = new java.util.concurrent.locks.ReentrantLock()
   @volatile private var lastUsedNanos = System.nanoTime()
   private val entries = new PackedEntries(new PackedEntries.Memory {

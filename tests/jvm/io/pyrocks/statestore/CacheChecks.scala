@@ -598,26 +598,25 @@ object CacheChecks {
       }
       p.close() // parks its cache, equal to the last version
     }
+    def expectVersionOne(root: Path, expected: Long, what: String): Unit = {
+      val p = provider(root)
+      val s = p.getStore(1)
+      expect(valueOf(s.get(key(1))).contains(expected), s"version 1 $what: key 1 = " +
+        s"${valueOf(s.get(key(1)))}, not $expected")
+      s.abort()
+      p.close()
+    }
     val rewound = checkpoint("parked-rewound")
     commitVersions(rewound, 10, 20)
-    val older = provider(rewound)
-    val one = older.getStore(1)
-    expect(valueOf(one.get(key(1))).contains(10L), s"version 1 after a rewind: key 1 = " +
-      s"${valueOf(one.get(key(1)))}, not 10 (version 2, parked, has 20)")
-    one.abort()
-    older.close()
+    expectVersionOne(rewound, 10, "after a rewind (version 2, parked, has 20)")
 
     val replaced = checkpoint("parked-replaced")
     val other = checkpoint("parked-other")
     commitVersions(replaced, 1)
     commitVersions(other, 2)
     replaceTree(replaced, other)
-    val p = provider(replaced)
-    val s = p.getStore(1)
-    expect(valueOf(s.get(key(1))).contains(2L), s"version 1 of a checkpoint replaced at the " +
-      s"same path: key 1 = ${valueOf(s.get(key(1)))}, not 2 (the parked cache had 1)")
-    s.abort()
-    p.close()
+    expectVersionOne(replaced, 2, "of a checkpoint replaced at the same path (the parked " +
+      "cache had 1)")
   }
 
   private def replaceTree(target: Path, source: Path): Unit = {
