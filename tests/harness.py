@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -28,6 +29,7 @@ MAINTENANCE_INTERVAL_KEY = "spark.sql.streaming.stateStore.maintenanceInterval"
 MAINTENANCE_INTERVAL = "1s"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+T = TypeVar("T")
 
 
 def start_session(builder: SparkSession.Builder) -> SparkSession:
@@ -60,6 +62,16 @@ def end_maintenance_schedule(session: SparkSession) -> None:
     task = field.get(module.getField("MODULE$").get(None))
     if task is not None:
         task.stop()
+
+
+def on_spark_hdfs(spark: SparkSession, run: Callable[[], T]) -> T:
+    """`run` with Spark's HDFS provider in place of the session's, for the reference answer."""
+    ours = spark.conf.get(PROVIDER_KEY)
+    spark.conf.set(PROVIDER_KEY, HDFS)
+    try:
+        return run()
+    finally:
+        spark.conf.set(PROVIDER_KEY, ours)
 
 
 def make_spark(conf: dict[str, str], master: str = "local[2]") -> SparkSession:

@@ -10,12 +10,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from harness import on_spark_hdfs
 from state_store.driver import bridge
 from state_store.errors import OptionError
 from state_store.options import PREFIX, StoreOptions, store_options
-from state_store.spark import PROVIDER_KEY, spark_conf
-
-HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+from state_store.spark import spark_conf
 
 
 def write_batch(input_dir: Path, index: int) -> None:
@@ -81,11 +80,8 @@ def test_checkpoint_written_by_another_provider(pyrocks_spark: SparkSession,
     """State files of Spark's HDFS provider under our checkpoint are refused, not misread."""
     write_batch(tmp_path / "in", 0)
     run_counts(pyrocks_spark, tmp_path / "in", tmp_path / "ours")
-    pyrocks_spark.conf.set(PROVIDER_KEY, HDFS)
-    try:
-        run_counts(pyrocks_spark, tmp_path / "in", tmp_path / "theirs")
-    finally:
-        pyrocks_spark.conf.set(PROVIDER_KEY, spark_conf()[PROVIDER_KEY])
+    on_spark_hdfs(pyrocks_spark, lambda: run_counts(pyrocks_spark, tmp_path / "in",
+                                                    tmp_path / "theirs"))
     shutil.rmtree(tmp_path / "ours" / "state" / "0")
     shutil.copytree(tmp_path / "theirs" / "state" / "0", tmp_path / "ours" / "state" / "0")
     write_batch(tmp_path / "in", 1)

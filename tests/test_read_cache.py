@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from harness import HDFS, PROVIDER_KEY
+from harness import on_spark_hdfs
 from state_store.options import PREFIX
-
-T = TypeVar("T")
 
 
 def write_ids(source: Path, batch: int, ids: range) -> None:
@@ -63,16 +59,6 @@ def test_gets_are_answered_in_the_jvm(pyrocks_spark: SparkSession, tmp_path: Pat
         assert plain["customMetrics"]["pyrocks.round_trips"] >= 3000
         assert cached["customMetrics"]["pyrocks.round_trips"] < 100
     assert operator(progress[-1])["numRowsTotal"] == 7000
-
-
-def on_spark_hdfs(spark: SparkSession, run: Callable[[], T]) -> T:
-    """`run` with Spark's HDFS provider in place of ours, for the reference answer."""
-    ours = spark.conf.get(PROVIDER_KEY)
-    spark.conf.set(PROVIDER_KEY, HDFS)
-    try:
-        return run()
-    finally:
-        spark.conf.set(PROVIDER_KEY, ours)
 
 
 def counts(progress: list[dict]) -> list[tuple[int, int]]:

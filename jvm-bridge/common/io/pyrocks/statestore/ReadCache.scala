@@ -322,7 +322,7 @@ final class ReadCache(val budget: CacheBudget,
 
   /** Whether this cache equals a commit (known by its id), so the next provider of its store
    * may take it over (`ParkedCaches`). */
-  def equalsACommit: Boolean = enabled && guarded(commit.isDefined && version > 0)
+  def equalsACommit: Boolean = enabled && guarded(commit.isDefined) // never version 0's
 
   /** JVM memory this cache holds: its entries, its key filter and its read-ahead window. */
   def memoryBytes: Long = guarded(entries.allocatedBytes + filterBytes + ahead.bytes)
