@@ -46,7 +46,8 @@ DEADLINES = ("request-deadline-on-silent-server", "hung-worker-is-killed-and-rep
              "maintenance-request-has-deadline")
 FINISH = ("finish-query-matches-its-checkpoint-only",
           "finish-query-skips-writers-and-closed-providers",
-          "finish-query-names-every-failed-store")
+          "finish-query-names-every-failed-store",
+          "a-new-run-goes-where-its-stores-last-ran")
 REPLAY = ("load-empty-publishes-a-first-version", "change-feed-lists-each-version-in-order",
           "replay-from-a-snapshot-equals-a-load")
 SCANS = ("range-scan-lists-keys-in-value-order",)
@@ -96,7 +97,7 @@ GROUPS = {"read cache and key filter": CACHE,
           "the read cache's packed storage": PACKED,
           "one writer per working copy, abort, interrupts": WRITERS,
           "deadlines": DEADLINES,
-          "finishing the stores of a stopped query": FINISH,
+          "finishing the stores of a stopped query, the next run's locations": FINISH,
           "versions from nothing, the change feed, replay": REPLAY,
           "range scans": SCANS,
           "prefix-scan keys built field by field": KEY_LAYOUT,

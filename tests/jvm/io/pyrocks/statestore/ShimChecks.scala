@@ -27,7 +27,7 @@ object ShimChecks {
   private val checks: Map[String, Fixture => Unit] =
     CacheChecks.all ++ WriterChecks.all ++ DeadlineChecks.all ++ FinishChecks.all ++
       ReplayChecks.all ++ ScanChecks.all ++ OptionChecks.all ++ KeyLayoutChecks.all ++
-      PackedChecks.all
+      PackedChecks.all ++ CoordinatorChecks.all
 
   def main(args: Array[String]): Unit = {
     val (work, python, pythonPath, names) = (args(0), args(1), args(2), args.toSeq.drop(3))

@@ -10,6 +10,7 @@ import scala.util.control.NonFatal
 import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.rpc.{RpcAddress, RpcCallContext, RpcEnv}
+import org.apache.spark.scheduler.ExecutorCacheTaskLocation
 import org.apache.spark.sql.internal.SQLConf
 
 /**
@@ -20,6 +21,12 @@ import org.apache.spark.sql.internal.SQLConf
  * stores, the answer is held until `whenRunEnds` has ended them (uploads drained, a final
  * snapshot of the last committed version, working copies removed): right after `stop()`
  * returns, the state loads with no replay, instead of after Spark's next maintenance round.
+ *
+ * And one answer Spark leaves empty: where a store of a new run should go. Spark keys its
+ * locations by provider id, which holds the run id, so the first batch of a restarted query
+ * has no preferred executor and its partitions land anywhere, away from the read caches the
+ * last run parked (ParkedCaches). So a store with no location in its run gets the executor
+ * that last reported it, in any run: within a run, Spark's own answer.
  *
  * It lives in Spark's package because Spark's coordinator is package-private; it changes
  * nothing else Spark's coordinator does. The answer is never held past half of Spark's ask
@@ -35,6 +42,9 @@ private class PyRocksCoordinator(
   // The runs that reported a store. Only the endpoint's own thread touches it: a
   // ThreadSafeRpcEndpoint gets one message at a time.
   private val runsWithStores = mutable.HashSet[UUID]()
+  // Where each store last reported from, whatever its run: one entry per store the
+  // application ever ran (a few hundred bytes each), as Spark keeps one per store of a run.
+  private val lastLocations = mutable.HashMap[StateStoreId, String]()
 
   private val finisher = Executors.newScheduledThreadPool(2, (task: Runnable) => {
     val thread = new Thread(task, "pyrocks-finish-ended-run")
@@ -43,9 +53,15 @@ private class PyRocksCoordinator(
   })
 
   override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
-    case report @ ReportActiveInstance(id, _, _, _) =>
+    case report @ ReportActiveInstance(id, host, executorId, _) =>
       runsWithStores += id.queryRunId
+      lastLocations(id.storeId) = ExecutorCacheTaskLocation(host, executorId).toString
       super.receiveAndReply(context)(report)
+    case ask @ GetLocation(id) =>
+      val held = new HeldReply(context)
+      super.receiveAndReply(held)(ask)
+      held.ifAnswered(None, lastLocations.get(id.storeId))
+      held.release()
     case deactivate @ DeactivateInstances(runId) =>
       val held = new HeldReply(context)
       super.receiveAndReply(held)(deactivate)
@@ -84,6 +100,9 @@ private class PyRocksCoordinator(
     override def reply(response: Any): Unit = answer = Right(response)
     override def sendFailure(e: Throwable): Unit = answer = Left(e)
     override def senderAddress: RpcAddress = context.senderAddress
+    /** Holds `instead` if the held answer is `answered`. */
+    def ifAnswered(answered: Any, instead: Any): Unit =
+      if (answer == Right(answered)) answer = Right(instead)
     /** Sends the held answer; false if it was sent already. */
     def release(): Boolean = released.compareAndSet(false, true) && {
       answer.fold(context.sendFailure, context.reply)

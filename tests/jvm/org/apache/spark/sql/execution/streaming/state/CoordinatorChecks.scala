@@ -1,0 +1,64 @@
+package org.apache.spark.sql.execution.streaming.state
+
+import java.util.UUID
+import java.util.concurrent.{CompletableFuture, TimeUnit}
+
+import io.pyrocks.statestore.Fixture
+
+import org.apache.spark.rpc.{RpcAddress, RpcCallContext}
+import org.apache.spark.scheduler.ExecutorCacheTaskLocation
+import org.apache.spark.sql.internal.SQLConf
+
+/** `PyRocksCoordinator`, asked as Spark's scheduler and query thread ask it. It lives in
+ * Spark's package, as the coordinator does, to reach it. */
+object CoordinatorChecks {
+  val all: Map[String, Fixture => Unit] = Map(
+    "a-new-run-goes-where-its-stores-last-ran" -> newRunGoesWhereItsStoresLastRan)
+
+  /** An answer as the RPC layer would send it; a failure is thrown to the asker. */
+  private final class Answer extends RpcCallContext {
+    val value = new CompletableFuture[Any]()
+    override def reply(response: Any): Unit = value.complete(response)
+    override def sendFailure(e: Throwable): Unit = value.completeExceptionally(e)
+    override def senderAddress: RpcAddress = RpcAddress("127.0.0.1", 1)
+  }
+
+  private def ask(coordinator: PyRocksCoordinator, message: Any): Any = {
+    val answer = new Answer
+    coordinator.receiveAndReply(answer)(message)
+    answer.value.get(30, TimeUnit.SECONDS) // a deactivation is answered by another thread
+  }
+
+  private def expect(ok: Boolean, what: => String): Unit = if (!ok) throw new AssertionError(what)
+
+  /** Spark keys locations by run, so a restarted query's first batch would have none: a
+   * store with no location in its run is sent where it last reported from, in any run; a
+   * store that ran nowhere gets none; within a run, Spark's own answer stands. */
+  def newRunGoesWhereItsStoresLastRan(f: Fixture): Unit = {
+    val coordinator = new PyRocksCoordinator(null, new SQLConf, _ => (), 10000L)
+    try {
+      val Seq(a, b, never) = Seq(3, 4, 5).map(StateStoreId("/q/state", 0L, _))
+      val Seq(first, second, third) = Seq.fill(3)(UUID.randomUUID())
+      def where(store: StateStoreId, run: UUID): Any =
+        ask(coordinator, GetLocation(StateStoreProviderId(store, run)))
+      def report(store: StateStoreId, run: UUID, host: String, executor: String): Unit =
+        ask(coordinator, ReportActiveInstance(StateStoreProviderId(store, run), host,
+          executor, Seq.empty))
+      def at(host: String, executor: String): Option[String] =
+        Some(ExecutorCacheTaskLocation(host, executor).toString)
+
+      report(a, first, "host-a", "1")
+      report(b, first, "host-b", "2")
+      ask(coordinator, DeactivateInstances(first))
+      expect(where(a, second) == at("host-a", "1"), s"a's new run goes to ${where(a, second)}")
+      expect(where(b, second) == at("host-b", "2"), s"b's new run goes to ${where(b, second)}")
+      expect(where(never, second) == None, s"a store never run goes to ${where(never, second)}")
+
+      report(a, second, "host-c", "3") // the new run's batch ran elsewhere: the hint follows
+      expect(where(a, third) == at("host-c", "3"), s"a moved, yet goes to ${where(a, third)}")
+      report(a, third, "host-d", "4") // two runs at once: each keeps Spark's own answer
+      expect(where(a, second) == at("host-c", "3"), s"run 2's a goes to ${where(a, second)}")
+      expect(where(a, third) == at("host-d", "4"), s"run 3's a goes to ${where(a, third)}")
+    } finally coordinator.onStop()
+  }
+}
