@@ -3,10 +3,11 @@ recording the run in the result store adds.
 
     python -m benchmarks.query_end            # 1M keys, 3 repeats
     python -m benchmarks.query_end --quick    # 100k keys, 1 repeat
+    python -m benchmarks.query_end --master "local-cluster[2,1,2048]"  # two executor JVMs
 
-In one SparkSession (local[2], 8 shuffle partitions), per provider (ours, Spark's RocksDB
-provider, Spark's HDFS provider; they take turns at running first) and repeat, on a fresh
-checkpoint:
+In one SparkSession (local[2] unless --master says otherwise, 8 shuffle partitions), per
+provider (ours, Spark's RocksDB provider, Spark's HDFS provider; they take turns at running
+first) and repeat, on a fresh checkpoint:
   run       a `groupBy(key)` count/sum over Parquet input, one file per batch: 4 batches
             insert every key, 2 update 20k random keys each; processing-time trigger,
             `processAllAvailable()`.
@@ -153,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--keys", type=int)
     parser.add_argument("--repeats", type=int)
+    parser.add_argument("--master", default="local[2]",
+                        help="e.g. local-cluster[2,1,2048]: a restart must find its executors")
     args = parser.parse_args(argv)
     keys = args.keys or (100_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
@@ -161,10 +164,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="pyrocks-query-end-"))
     try:
-        builder = (SparkSession.builder.master("local[2]").appName("pyrocks-query-end")
+        builder = (SparkSession.builder.master(args.master).appName("pyrocks-query-end")
                    .config("spark.sql.shuffle.partitions", "8")
                    .config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.memory", "6g"))
         spark = configure(builder, localDir=str(work / "pool"),
                           resultStore=str(work / "results")).getOrCreate()
@@ -180,20 +184,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    payload = {"benchmark": "query_end", "keys": keys, "repeats": repeats,
+    payload = {"benchmark": "query_end", "keys": keys, "repeats": repeats, "master": args.master,
                "machine": platform.platform(),
                "measures": {name: {**asdict(m), "median": m.medians()}
                             for name, m in measures.items()},
                "recording": recording}
     report.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    (report.RESULTS_DIR / "query_end.json").write_text(json.dumps(payload, indent=1))
+    name = "query_end.json" if args.master == "local[2]" else "query_end_cluster.json"
+    (report.RESULTS_DIR / name).write_text(json.dumps(payload, indent=1))
     print(render(payload))
     print(report.render(targets(payload)))
     return 0
 
 
 def render(payload: dict[str, Any]) -> str:
-    lines = [f"query end, {payload['keys']:,} keys, {payload['repeats']} repeat(s) (medians)",
+    lines = [f"query end, {payload['keys']:,} keys, {payload['repeats']} repeat(s) (medians), "
+             f"{payload.get('master', 'local[2]')}",
              f"{'provider':<16}{'stop ms':>10}{'restart ms':>12}{'its batch ms':>14}"
              f"{'replayed':>10}{'stop after batch ms':>21}"]
     for name, m in payload["measures"].items():
