@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from harness import on_spark_hdfs
+from pyrocks_support import pyrocks_session
 from state_store.options import PREFIX
 
 
@@ -65,21 +66,43 @@ def counts(progress: list[dict]) -> list[tuple[int, int]]:
     return [(operator(p)["numRowsUpdated"], operator(p)["numRowsTotal"]) for p in progress]
 
 
+def stop_and_restart(spark: SparkSession, work: Path) -> list[dict]:
+    """A dedup query run, stopped, and started again with one batch. (The second run's ids
+    come in descending order: ascending, a cold cache would read ahead, a window per round
+    trip, and could not be told from a warm one.)"""
+    return run_dedup(spark, work, [range(0, 1000)]) + \
+        run_dedup(spark, work, [range(1499, 499, -1)])
+
+
+def assert_restarted_warm(spark: SparkSession, work: Path) -> None:
+    ours = stop_and_restart(spark, work / "ours")
+    assert counts(ours) == on_spark_hdfs(spark, lambda: counts(stop_and_restart(spark, work / "h")))
+    assert counts(ours)[-1] == (500, 1500)
+    # cold, each of the 1,000 gets of ids the first run stored is a round trip
+    assert operator(ours[-1])["customMetrics"]["pyrocks.round_trips"] < 100
+
+
 def test_a_restart_in_the_same_jvm_starts_with_the_cache_warm(pyrocks_spark: SparkSession,
                                                               tmp_path: Path) -> None:
     """A query stopped and started again in the same JVM: each closed provider left its
     cache, equal to the last commit, to the next provider of its store, so the first batch
-    after the restart finds its gets answered in the JVM as before the stop. (The second
-    run's ids come in descending order: ascending, a cold cache would read ahead, a window
-    per round trip, and could not be told from a warm one.)"""
-    def restarted(work: Path) -> list[dict]:
-        return run_dedup(pyrocks_spark, work, [range(0, 1000)]) + \
-            run_dedup(pyrocks_spark, work, [range(1499, 499, -1)])
-    ours = restarted(tmp_path / "ours")
-    assert counts(ours) == on_spark_hdfs(pyrocks_spark, lambda: counts(restarted(tmp_path / "h")))
-    assert counts(ours)[-1] == (500, 1500)
-    # cold, each of the 1,000 gets of ids the first run stored is a round trip
-    assert operator(ours[-1])["customMetrics"]["pyrocks.round_trips"] < 100
+    after the restart finds its gets answered in the JVM as before the stop."""
+    assert_restarted_warm(pyrocks_spark, tmp_path)
+
+
+def test_a_restart_on_a_cluster_runs_where_its_caches_are(tmp_path: Path) -> None:
+    """Two executor JVMs, 8 partitions: the restarted run's tasks go to the executors that
+    hold their stores' parked caches, as Spark's coordinator gives a new run no location
+    and ours answers with the executor that last ran the store; so its first batch is
+    answered in the JVMs as in local mode. The locality wait is long, so that each task
+    surely waits for the executor it is sent to."""
+    spark = pyrocks_session("pyrocks-cluster-restart", tmp_path / "pool",
+                            {"spark.locality.wait": "30s", "spark.sql.shuffle.partitions": "8"},
+                            master="local-cluster[2,1,1024]")
+    try:
+        assert_restarted_warm(spark, tmp_path)
+    finally:
+        spark.stop()
 
 
 def test_a_checkpoint_replaced_at_its_path_is_read_afresh(pyrocks_spark: SparkSession,
