@@ -68,3 +68,44 @@ def is_worker(pid: int) -> bool:
 
 def workers_of(jvm_pid: int) -> list[int]:
     return [p for p in children(jvm_pid) if is_worker(p)]
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid`'s children, theirs, and so on: a driver JVM, its executors, their workers."""
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [child for parent in frontier for child in children(parent)]
+        found += frontier
+    return found
+
+
+def thread_run_ns(pids: list[int]) -> dict[tuple[int, str], tuple[str, int]]:
+    """Per live thread of `pids` (keyed by pid and thread id): its kind, as "jvm: C2
+    CompilerThread" or "worker: rocksdb:high" (digits dropped), and the nanoseconds it has
+    run on a CPU (schedstat: finer than the 10 ms ticks of `stat`)."""
+    threads = {}
+    for pid in pids:
+        process = "worker" if is_worker(pid) else "jvm"
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                name = (task / "comm").read_text().strip().rstrip("0123456789#- ")
+                run_ns = int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            threads[(pid, task.name)] = (f"{process}: {name}", run_ns)
+    return threads
+
+
+def run_ms_by_kind(before: dict[tuple[int, str], tuple[str, int]],
+                   after: dict[tuple[int, str], tuple[str, int]]) -> dict[str, float]:
+    """CPU milliseconds per thread kind between two `thread_run_ns` samples, of the threads
+    alive at the second (one that ended between them is not counted)."""
+    spent: dict[str, float] = {}
+    for key, (kind, run_ns) in after.items():
+        earlier = before.get(key, (kind, 0))[1]
+        spent[kind] = spent.get(kind, 0.0) + (run_ns - earlier) / 1e6
+    return spent

@@ -22,7 +22,8 @@ first) and repeat, on a fresh checkpoint:
             changelogs that load replayed (0 after a finished stop).
   stop after its batch   one more file, the processing-time query again, and `stop()` the
             moment `processAllAvailable()` returns: ours has its final snapshot to take
-            then (one memtable flush per store, the stores in parallel).
+            then (one memtable flush per store, the stores in parallel). Where the CPU
+            went meanwhile, by thread kind of the JVMs and workers (procfs.thread_run_ns).
 Then, for ours only: the same run through `run_once` with a result store (AvailableNow
 over all files) against the same run started directly: what waiting for the run's record
 adds, and when its cleanup is done (the recorder is a process of its own).
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -46,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks import report
+from benchmarks import procfs, report
 from benchmarks.macro import (
     PROVIDERS,
     Provider,
@@ -71,6 +73,12 @@ class Measure:
     restart_batch_ms: list[float] = field(default_factory=list)
     replayed_versions: list[int] = field(default_factory=list)
     stop_after_batch_ms: list[float] = field(default_factory=list)
+    # CPU ms per thread kind (JVMs, workers) during the stops right after a batch, summed
+    stop_after_batch_cpu_ms: dict[str, float] = field(default_factory=dict)
+
+    def add_stop_cpu(self, spent: dict[str, float]) -> None:
+        for kind, ms in spent.items():
+            self.stop_after_batch_cpu_ms[kind] = self.stop_after_batch_cpu_ms.get(kind, 0.0) + ms
 
     def medians(self) -> dict[str, float | None]:
         return {name: (statistics.median(values) if values else None)
@@ -121,9 +129,12 @@ def measure_end(spark: Any, provider: Provider, tables: Sequence[Any], work: Pat
     write_batches(input_dir, [*tables, tables[-1]])  # one more file: the same updates again
     query = start_query(spark, input_dir, checkpoint, available_now=False)
     query.processAllAvailable()
+    processes = procfs.descendants(os.getpid())
+    threads_before = procfs.thread_run_ns(processes)
     began = time.perf_counter()
     query.stop()
     into.stop_after_batch_ms.append((time.perf_counter() - began) * 1000)
+    into.add_stop_cpu(procfs.run_ms_by_kind(threads_before, procfs.thread_run_ns(processes)))
 
 
 def measure_recording(spark: Any, tables: Sequence[Any], work: Path, repeats: int,
@@ -209,6 +220,12 @@ def render(payload: dict[str, Any]) -> str:
                      f"{med['restart_batch_ms']:>14.0f}"
                      f"{(str(max(replayed)) if replayed else '-'):>10}"
                      f"{med['stop_after_batch_ms']:>21.0f}")
+    lines.append("CPU during a stop right after a batch, ms per stop, by thread kind (the "
+                 "five busiest; threads that ended during it not counted):")
+    for name, m in payload["measures"].items():
+        spent = sorted(m["stop_after_batch_cpu_ms"].items(), key=lambda kv: -kv[1])[:5]
+        lines.append(f"  {name:<14}" + ", ".join(f"{kind} {ms / payload['repeats']:.0f}"
+                                                  for kind, ms in spent))
     rec = payload["recording"]
     lines.append(f"ours, AvailableNow over all input: direct {rec['direct_ms']:.0f} ms, "
                  f"run_once {rec['run_once_ms']:.0f} ms, "
