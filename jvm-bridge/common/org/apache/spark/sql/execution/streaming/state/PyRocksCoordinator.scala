@@ -36,15 +36,20 @@ private class PyRocksCoordinator(
     rpcEnv: RpcEnv,
     sqlConf: SQLConf,
     whenRunEnds: UUID => Unit,
-    holdAtMostMs: Long)
+    holdAtMostMs: Long,
+    rememberedStores: Int = 65536)
   extends PyRocksCoordinatorBase(rpcEnv, sqlConf) {
 
-  // The runs that reported a store. Only the endpoint's own thread touches it: a
-  // ThreadSafeRpcEndpoint gets one message at a time.
+  // Only the endpoint's own thread touches these: a ThreadSafeRpcEndpoint gets one message
+  // at a time. The runs that reported a store:
   private val runsWithStores = mutable.HashSet[UUID]()
-  // Where each store last reported from, whatever its run: one entry per store the
-  // application ever ran (a few hundred bytes each), as Spark keeps one per store of a run.
-  private val lastLocations = mutable.HashMap[StateStoreId, String]()
+  // Where each store last reported from, whatever its run, for the `rememberedStores` that
+  // reported last (a few hundred bytes each): a long-lived application that runs query
+  // after query on new checkpoints must not grow it for ever.
+  private val lastLocations = new java.util.LinkedHashMap[StateStoreId, String]() {
+    override def removeEldestEntry(eldest: java.util.Map.Entry[StateStoreId, String]): Boolean =
+      size() > rememberedStores
+  }
 
   private val finisher = Executors.newScheduledThreadPool(2, (task: Runnable) => {
     val thread = new Thread(task, "pyrocks-finish-ended-run")
@@ -55,12 +60,13 @@ private class PyRocksCoordinator(
   override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
     case report @ ReportActiveInstance(id, host, executorId, _) =>
       runsWithStores += id.queryRunId
-      lastLocations(id.storeId) = ExecutorCacheTaskLocation(host, executorId).toString
+      lastLocations.remove(id.storeId) // re-inserted last: the most recent report is kept
+      lastLocations.put(id.storeId, ExecutorCacheTaskLocation(host, executorId).toString)
       super.receiveAndReply(context)(report)
     case ask @ GetLocation(id) =>
       val held = new HeldReply(context)
       super.receiveAndReply(held)(ask)
-      held.ifAnswered(None, lastLocations.get(id.storeId))
+      held.ifAnswered(None, Option(lastLocations.get(id.storeId)))
       held.release()
     case deactivate @ DeactivateInstances(runId) =>
       val held = new HeldReply(context)

@@ -13,7 +13,8 @@ import org.apache.spark.sql.internal.SQLConf
  * Spark's package, as the coordinator does, to reach it. */
 object CoordinatorChecks {
   val all: Map[String, Fixture => Unit] = Map(
-    "a-new-run-goes-where-its-stores-last-ran" -> newRunGoesWhereItsStoresLastRan)
+    "a-new-run-goes-where-its-stores-last-ran" -> newRunGoesWhereItsStoresLastRan,
+    "the-coordinator-remembers-the-stores-that-reported-last" -> remembersTheLatestStores)
 
   /** An answer as the RPC layer would send it; a failure is thrown to the asker. */
   private final class Answer extends RpcCallContext {
@@ -59,6 +60,27 @@ object CoordinatorChecks {
       report(a, third, "host-d", "4") // two runs at once: each keeps Spark's own answer
       expect(where(a, second) == at("host-c", "3"), s"run 2's a goes to ${where(a, second)}")
       expect(where(a, third) == at("host-d", "4"), s"run 3's a goes to ${where(a, third)}")
+    } finally coordinator.onStop()
+  }
+
+  /** The last locations are kept for the stores that reported last, however many ran. */
+  def remembersTheLatestStores(f: Fixture): Unit = {
+    val coordinator = new PyRocksCoordinator(null, new SQLConf, _ => (), 10000L,
+      rememberedStores = 2)
+    try {
+      val Seq(a, b, c) = Seq(1, 2, 3).map(StateStoreId("/q/state", 0L, _))
+      val (run, next) = (UUID.randomUUID(), UUID.randomUUID())
+      def report(store: StateStoreId): Unit = ask(coordinator,
+        ReportActiveInstance(StateStoreProviderId(store, run), "host", s"${store.partitionId}",
+          Seq.empty))
+      def where(store: StateStoreId): Any =
+        ask(coordinator, GetLocation(StateStoreProviderId(store, next)))
+      def at(store: StateStoreId): Option[String] =
+        Some(ExecutorCacheTaskLocation("host", s"${store.partitionId}").toString)
+      Seq(a, b, a, c).foreach(report) // a reported again after b: b is the eldest
+      expect(where(a) == at(a), s"a, reported again, goes to ${where(a)}")
+      expect(where(b) == None, s"b, the eldest of 3 with room for 2, goes to ${where(b)}")
+      expect(where(c) == at(c), s"c, reported last, goes to ${where(c)}")
     } finally coordinator.onStop()
   }
 }
