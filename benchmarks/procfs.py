@@ -28,6 +28,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * TICK_SECONDS  # utime, stime
 
 
+def thread_kind(name: str) -> str:
+    """A thread's kind: its name with the digits that number it dropped ("GC Thread#3" and
+    "GC Thread#7" are one kind)."""
+    return name.rstrip("0123456789#- ").strip() or name
+
+
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
     """CPU seconds per thread kind of a process (its threads' names, digits dropped: a JVM's
     "Executor task launch worker", "C2 CompilerThread", "GC Thread#", ...)."""
@@ -41,7 +47,7 @@ def thread_cpu_seconds(pid: int) -> dict[str, float]:
             name, fields = (task / "stat").read_text().split("(", 1)[1].rsplit(")", 1)
         except (OSError, ValueError):
             continue
-        kind = name.rstrip("0123456789#- ").strip() or name
+        kind = thread_kind(name)
         values = fields.split()
         spent[kind] = spent.get(kind, 0.0) + (int(values[11]) + int(values[12])) * TICK_SECONDS
     return spent
@@ -92,7 +98,7 @@ def thread_run_ns(pids: list[int]) -> dict[tuple[int, str], tuple[str, int]]:
             continue
         for task in tasks:
             try:
-                name = (task / "comm").read_text().strip().rstrip("0123456789#- ")
+                name = thread_kind((task / "comm").read_text().strip())
                 run_ns = int((task / "schedstat").read_text().split()[0])
             except (OSError, ValueError, IndexError):
                 continue
