@@ -66,8 +66,9 @@ def restore_canonical(spark: SparkSession, savepoint: Storage, descriptor: Savep
     recorded = SparkCheckpoint(spark_root).batch_conf(batch)
     current = int(recorded[PARTITIONS_CONF])
     count = _partition_count(current, partitions)
-    for store in descriptor.canonical_stores:  # refuse before anything is written
-        _check_store(spark, savepoint, store)
+    # Refused before anything is written; each store's Parquet schema, read once, is then
+    # given to the job that writes it (read again, Spark would infer it in a job of its own).
+    schemas = [_checked_schema(spark, savepoint, store) for store in descriptor.canonical_stores]
     spark_files = {saved.path.removeprefix(f"{CHECKPOINT_DIR}/"): read(
         saved.path.removeprefix(f"{CHECKPOINT_DIR}/")) for saved in descriptor.files
         if saved.path.startswith(f"{CHECKPOINT_DIR}/")}
@@ -85,8 +86,9 @@ def restore_canonical(spark: SparkSession, savepoint: Storage, descriptor: Savep
     put(out, METADATA, json.dumps({"id": record.query_id}).encode() + b"\n")
     put(out, f"{OFFSETS}/{batch + 1}", _next_offsets(offsets, recorded, providers[provider],
                                                      count))
-    for store in descriptor.canonical_stores:
-        _write_store(spark, savepoint, store, target, batch + 2, count, providers[provider])
+    for store, schema in zip(descriptor.canonical_stores, schemas, strict=True):
+        _write_store(spark, savepoint, store, schema, target, batch + 2, count,
+                     providers[provider])
     put(out, written_last, spark_files[f"{COMMITS}/{batch}"])
     return RestoreInfo(target, record.query_id, savepoint.url, batch, mode,
                        len(descriptor.canonical_stores) * count)
@@ -133,12 +135,15 @@ def _rescaled_operator_metadata(data: bytes, partitions: int) -> bytes:
     return f"{version}\n{json.dumps(metadata, separators=(',', ':'))}".encode()
 
 
-def _write_store(spark: SparkSession, savepoint: Storage, store: CanonicalStore, target: str,
-                 version: int, partitions: int, provider_class: str) -> None:
-    """One Spark job: the store's rows, routed by Spark's hash partitioning of the operator's
-    key columns, written partition by partition through the provider's API."""
+def _write_store(spark: SparkSession, savepoint: Storage, store: CanonicalStore,
+                 schema: StructType, target: str, version: int, partitions: int,
+                 provider_class: str) -> None:
+    """One Spark job: the store's rows (Parquet of `schema`), routed by Spark's hash
+    partitioning of the operator's key columns, written partition by partition through the
+    provider's API."""
     where = _describe(savepoint, store)
-    rows = spark.read.parquet(f"{savepoint.url}/{store.path}").select("key", "value")
+    rows = (spark.read.schema(schema).parquet(f"{savepoint.url}/{store.path}")
+            .select("key", "value"))
     routed = rows.repartition(partitions, *[F.col("key")[c] for c in store.route_columns])
     writer = _writer(spark)
     written = writer.write(routed._jdf, f"{target}/{STATE}", store.operator, store.store_name,
@@ -162,9 +167,11 @@ def _describe(savepoint: Storage, store: CanonicalStore) -> str:
             f"{savepoint.url}")
 
 
-def _check_store(spark: SparkSession, savepoint: Storage, store: CanonicalStore) -> None:
-    """The store can be routed, and its Parquet columns still have the store's types
-    (nullability aside): a file replaced by hand must not become wrong state."""
+def _checked_schema(spark: SparkSession, savepoint: Storage,
+                    store: CanonicalStore) -> StructType:
+    """The store's Parquet schema, once the store is known routable and its columns still
+    have the store's types (nullability aside): a file replaced by hand must not become
+    wrong state."""
     where = _describe(savepoint, store)
     if not store.route_columns:
         raise RestoreError(f"{where} has no key columns to route by (a global aggregation "
@@ -180,4 +187,5 @@ def _check_store(spark: SparkSession, savepoint: Storage, store: CanonicalStore)
         if have.simpleString() != want.simpleString():  # nullability aside
             raise RestoreError(f"{where}: its {column} column is {have.simpleString()}, but "
                                f"the store's {column} schema is {want.simpleString()}")
+    return schema
 
