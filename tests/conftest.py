@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from benchmarks.emulators import Azurite, FakeGcs, LoopbackServer
+from class_archive import driver_options
 from harness import HDFS, PROVIDER_KEY, Outputs, SavedRun, saved_run, saved_run_once
 from pyrocks_support import (
     MAINTENANCE_INTERVAL,
@@ -67,11 +68,15 @@ def _checkpoint_manager_class() -> str:
 
 
 _CHECKPOINT_MANAGER = _checkpoint_manager_class()
-os.environ.setdefault("PYSPARK_SUBMIT_ARGS", " ".join(
-    [f'--conf "spark.{side}.extraJavaOptions={_TEST_JVM}"' for side in ("driver", "executor")]
-    + [f"--conf spark.sql.streaming.checkpointFileManagerClass={_CHECKPOINT_MANAGER}"]
-    + [f"--conf {key}={value}" for key, value in _TEST_SQL.items()]
-) + " pyspark-shell")
+if "PYSPARK_SUBMIT_ARGS" not in os.environ:  # pytest-xdist's processes inherit it
+    # Drivers start from a class archive (class_archive.py); executors, whose classpath
+    # differs, start without one.
+    os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(
+        [f'--conf "spark.driver.extraJavaOptions={driver_options(_TEST_JVM)}"',
+         f'--conf "spark.executor.extraJavaOptions={_TEST_JVM}"',
+         f"--conf spark.sql.streaming.checkpointFileManagerClass={_CHECKPOINT_MANAGER}"]
+        + [f"--conf {key}={value}" for key, value in _TEST_SQL.items()]
+    ) + " pyspark-shell"
 
 
 def pytest_configure(config: pytest.Config) -> None:
