@@ -19,12 +19,10 @@ Run as a script, this module is that archive-making driver."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pyspark
@@ -34,8 +32,6 @@ from state_store.driver import bridge
 # The JVM's own notes on the archive (unusable after an upgrade, say) stay off stdout,
 # where a test may read a driver's output.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-
-
 SWITCH = "PYROCKS_TESTS_CLASS_ARCHIVE"
 
 
@@ -55,33 +51,31 @@ def _ensured(jvm_options: str) -> Path | None:
                   for jar in bridge.pyspark_jars().iterdir())
     key = hashlib.sha256(f"{java}\n{jvm_options}\n{jars}".encode()).hexdigest()[:12]
     archive = bridge.cache_dir() / f"spark-driver-{pyspark.__version__}-{key}.jsa"
-    if archive.exists():
-        return archive
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    # The processes of one test session start together: the first makes it, the others
-    # wait for it (about half a minute, once per machine).
-    with open(archive.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not archive.exists():
-            _make(archive, jvm_options)
-    return archive if archive.exists() else None
+    try:  # the processes of one test session start together: the first makes it
+        return bridge.made_once(archive, lambda staged: _make(staged, jvm_options))
+    except ArchiveNotMade as reason:
+        print(f"tests: no class archive, drivers start without it: {reason}",
+              file=sys.stderr, flush=True)
+        return None
 
 
-def _make(archive: Path, jvm_options: str) -> None:
-    print(f"tests: making {archive.name}, the class archive of the tests' Spark drivers "
+class ArchiveNotMade(Exception):
+    pass
+
+
+def _make(staged: Path, jvm_options: str) -> None:
+    print(f"tests: making {staged.name}, the class archive of the tests' Spark drivers "
           "(once per machine and pyspark)...", file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(dir=archive.parent) as tmp:
-        staged = Path(tmp) / archive.name
-        options = f"{jvm_options} -XX:ArchiveClassesAtExit={staged} {QUIET}"
-        env = {**os.environ, "PYSPARK_SUBMIT_ARGS":
-               f'--conf "spark.driver.extraJavaOptions={options}" pyspark-shell'}
-        done = subprocess.run([sys.executable, __file__, tmp], env=env, capture_output=True,
-                              text=True, timeout=600)
-        if done.returncode == 0 and staged.exists():
-            staged.rename(archive)  # whole or not at all: the JVM wrote it before it exited
-        else:
-            print(f"tests: no class archive (exit {done.returncode}); drivers start without "
-                  f"it:\n{done.stderr[-2000:]}", file=sys.stderr, flush=True)
+    options = f"{jvm_options} -XX:ArchiveClassesAtExit={staged} {QUIET}"
+    env = {**os.environ, "PYSPARK_SUBMIT_ARGS":
+           f'--conf "spark.driver.extraJavaOptions={options}" pyspark-shell'}
+    try:
+        done = subprocess.run([sys.executable, __file__, str(staged.parent)], env=env,
+                              capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired as hung:
+        raise ArchiveNotMade("its driver ran past 600 s") from hung
+    if done.returncode != 0 or not staged.exists():  # the JVM writes it as it exits
+        raise ArchiveNotMade(f"exit {done.returncode}\n{done.stderr[-2000:]}")
 
 
 def _run_a_stateful_query(work: Path) -> None:

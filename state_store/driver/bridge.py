@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyspark
@@ -128,14 +128,30 @@ def jar_path(source_dir: Path | None = None, name: str = "pyrocks-shim",
     pyspark jars and `classpath`, built if not cached."""
     files = shim_sources() if source_dir is None else sources(source_dir)
     target = cache_dir() / f"{name}-{pyspark.__version__}-{source_hash(files, classpath)}.jar"
+
+    def compile_into(staged: Path) -> None:
+        began = time.monotonic()
+        build(files, staged, classpath)
+        print(f"state-store: built {target} in {time.monotonic() - began:.0f} s",
+              file=sys.stderr, flush=True)
+
+    return made_once(target, compile_into)
+
+
+def made_once(target: Path, make: Callable[[Path], None]) -> Path:
+    """`target` (a file of the cache), made by `make(staged)` if missing. Processes that
+    start together on one machine (executors, test processes) make it once: the others wait
+    for the first and find it. `make` writes `staged`, a path beside it that is renamed into
+    place, so no process ever sees a partial file; if `make` raises, nothing is left."""
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        # Processes that start together on one machine (executors, test processes) build
-        # it once: the others wait for the first and find the jar.
         with open(target.with_suffix(".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not target.exists():
-                build(files, target, classpath)
+                with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                    staged = Path(tmp) / target.name
+                    make(staged)
+                    os.replace(staged, target)
     return target
 
 
@@ -152,25 +168,20 @@ def java_executable() -> str:
 
 
 def build(files: list[Path], target: Path, classpath: Sequence[Path] = ()) -> None:
+    """Compiles `files` into the jar `target` (made_once's staged path)."""
     java = java_executable()
     # The first use on a machine compiles for a minute or two: say so, rather than sit silent.
     print(f"state-store: compiling {len(files)} Scala sources into {target.name} with the "
           f"compiler pyspark {pyspark.__version__} ships (once per version; up to a couple of "
           "minutes)...", file=sys.stderr, flush=True)
-    began = time.monotonic()
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        staged = Path(tmp) / target.name
-        cmd = [java, "-Xss8m", "-cp", java_classpath(classpath), "scala.tools.nsc.Main",
-               "-usejavacp", "-nowarn", "-d", str(staged), *map(str, files)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 or not staged.exists():
-            raise ShimBuildError(
-                f"compiling the shim failed (exit {done.returncode}):\n"
-                f"{done.stdout[-4000:]}{done.stderr[-4000:]}"
-            )
-        os.replace(staged, target)  # atomic: concurrent builders never see a partial jar
-    print(f"state-store: built {target} in {time.monotonic() - began:.0f} s", file=sys.stderr,
-          flush=True)
+    cmd = [java, "-Xss8m", "-cp", java_classpath(classpath), "scala.tools.nsc.Main",
+           "-usejavacp", "-nowarn", "-d", str(target), *map(str, files)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0 or not target.exists():
+        raise ShimBuildError(
+            f"compiling the shim failed (exit {done.returncode}):\n"
+            f"{done.stdout[-4000:]}{done.stderr[-4000:]}"
+        )
 
 
 def _java_path() -> str | None:
