@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyspark
@@ -19,6 +19,7 @@ from pyrocks_support import (
     MAINTENANCE_INTERVAL_KEY,
     OBJECT_STORES,
     S3Endpoint,
+    pyrocks_conf,
     pyrocks_session,
 )
 from streaming_queries import QUERIES
@@ -85,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the units off the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    deal(items, recorded_durations(), shared_runs=frozenset({"hdfs_run"}))
+    deal(items, recorded_durations(), shared_runs=frozenset({"hdfs_run", "ours_run"}))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -138,18 +139,34 @@ def object_store(request: pytest.FixtureRequest) -> LoopbackServer:
     return request.getfixturevalue(OBJECT_STORES[request.param])
 
 
+def catalogue_run_once(factory: pytest.TempPathFactory, name: str,
+                       conf: Callable[[Path], dict[str, str]]) -> SavedRun:
+    """Every catalogue query, 8 batches under `conf(work)`, restarted after batch 3 (saved
+    there): computed once per session, under pytest-xdist once for all workers (in the
+    session's shared temporary directory)."""
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return saved_run_once(shared / name, lambda work: saved_run(QUERIES, work, conf(work)))
+
+
 @pytest.fixture(scope="session")
 def hdfs_run(tmp_path_factory: pytest.TempPathFactory) -> SavedRun:
-    """Every catalogue query, 8 batches on Spark's HDFS provider, restarted after batch 3:
-    computed once per session, the reference that correctness, savepoint and migration
-    tests compare with, and the source run a migration from HDFS resumes. Under
-    pytest-xdist, once for all workers (in the session's shared temporary directory)."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    return saved_run_once(shared / "hdfs-reference",
-                          lambda work: saved_run(QUERIES, work, {PROVIDER_KEY: HDFS}))
+    """The catalogue on Spark's HDFS provider: the reference that correctness, savepoint and
+    migration tests compare with, and the source run a migration from HDFS resumes."""
+    return catalogue_run_once(tmp_path_factory, "hdfs-reference",
+                              lambda work: {PROVIDER_KEY: HDFS})
 
 
 @pytest.fixture(scope="session")
 def hdfs_reference(hdfs_run: SavedRun) -> Outputs:
     return hdfs_run.outputs
+
+
+@pytest.fixture(scope="session")
+def ours_run(tmp_path_factory: pytest.TempPathFactory) -> SavedRun:
+    """The same run on our provider (its defaults, local[2]): the local-mode correctness
+    test judges it whole, and the tests whose queries start as it does resume it at its
+    restart (savepoints, restores and migrations off ours) instead of running its first
+    batches again."""
+    return catalogue_run_once(tmp_path_factory, "ours-run",
+                              lambda work: pyrocks_conf(work / "pool"))

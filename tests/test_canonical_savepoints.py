@@ -60,12 +60,13 @@ def shifted(outputs: Outputs, added: dict[str, int]) -> Outputs:
 
 
 def migrate(work: Path, specs: Sequence[QuerySpec], conf: dict[str, str], *,
-            partitions: int | None = None, provider: str = "pyrocks",
+            partitions: dict[str, int] | None = None, provider: str = "pyrocks",
             check: Callable[[SparkSession, QuerySpec, Path, int], None] | None = None
             ) -> dict[str, int]:
     """Takes a canonical savepoint of each query's checkpoint under `work` and restores it
-    over the checkpoint's place (`check(spark, spec, savepoint, batch)` looks at each
-    restored checkpoint); the batch each restore added, by query."""
+    over the checkpoint's place, at the partition count `partitions` names for the query
+    (else at its own); `check(spark, spec, savepoint, batch)` looks at each restored
+    checkpoint. The batch each restore added, by query."""
     added: dict[str, int] = {}
     spark = make_spark(conf)
     try:
@@ -76,8 +77,8 @@ def migrate(work: Path, specs: Sequence[QuerySpec], conf: dict[str, str], *,
             assert info.format == "canonical"
             added[spec.name] = info.batch + 1
             checkpoint.rename(work / spec.name / "original")
-            restore(str(target), str(checkpoint), partitions=partitions, provider=provider,
-                    spark=spark)
+            restore(str(target), str(checkpoint), partitions=(partitions or {}).get(spec.name),
+                    provider=provider, spark=spark)
             if check is not None:
                 check(spark, spec, target, info.batch)
     finally:
@@ -85,18 +86,15 @@ def migrate(work: Path, specs: Sequence[QuerySpec], conf: dict[str, str], *,
     return added
 
 
-def run_migrated(work: Path, names: Sequence[str], conf: dict[str, str],
-                 source: SavedRun | None = None, **how: Any) -> Outputs:
-    """All 8 batches of `names`, migrated (`migrate`) after SAVEPOINT_AFTER of them: the
-    first batches resumed from `source`'s saved run, or run here under `conf`; numbered as
-    the original's (`shifted`)."""
+def run_migrated(work: Path, names: Sequence[str], conf: dict[str, str], source: SavedRun,
+                 **how: Any) -> Outputs:
+    """All 8 batches of `names`: the first SAVEPOINT_AFTER resumed from `source`'s saved
+    run, then migrated (`migrate`) and run on under `conf`; numbered as the original's
+    (`shifted`)."""
     specs = [BY_NAME[n] for n in names]
-    if source is None:
-        first = run_queries(specs, work, conf, batches=SAVEPOINT_AFTER, restart_after=[])
-    else:
-        assert source.cut == SAVEPOINT_AFTER
-        source.resume_in(work, specs)
-        first = source.up_to_cut(names)
+    assert source.cut == SAVEPOINT_AFTER
+    source.resume_in(work, specs)
+    first = source.up_to_cut(names)
     added = migrate(work, specs, conf, **how)
     rest = shifted(run_queries(specs, work, conf, first_batch=SAVEPOINT_AFTER), added)
     return {n: {**first[n], **rest[n]} for n in names}
@@ -105,9 +103,10 @@ def run_migrated(work: Path, names: Sequence[str], conf: dict[str, str],
 @pytest.fixture(scope="module")
 def rocksdb_run(tmp_path_factory: pytest.TempPathFactory) -> SavedRun:
     """Every query's first SAVEPOINT_AFTER batches on Spark's RocksDB provider at 4
-    partitions: the source of the migrations from RocksDB (to ours, and rescaled to 7).
-    Its later batches are not run: Spark's providers answer alike (the HDFS reference's
-    answers, as the first batches show), so the HDFS reference judges the migrated ones."""
+    partitions: the source of the migration from RocksDB (to ours, some queries rescaled
+    to 7; the migrations off ours resume the session's run on ours, `ours_run`). Its later
+    batches are not run: Spark's providers answer alike (the HDFS reference's answers, as
+    the first batches show), so the HDFS reference judges the migrated ones."""
     return saved_run(QUERIES, tmp_path_factory.mktemp("rocksdb"),
                      {PROVIDER_KEY: ROCKSDB, PARTITIONS_KEY: "4"}, cut=SAVEPOINT_AFTER,
                      batches=SAVEPOINT_AFTER)
@@ -129,27 +128,6 @@ def test_spark_rocksdb_source_run_answers_as_hdfs(rocksdb_run: SavedRun,
     to the same cut (its no-data batches included), at its own partition count (outputs
     depend on neither)."""
     assert_same_outputs(hdfs_run.up_to_cut([q.name for q in QUERIES]), rocksdb_run.outputs)
-
-
-@pytest.mark.usefixtures("rocksdb_run")  # asked for by name below (tests/work_units.py)
-@pytest.mark.parametrize("source", ["rocksdb_run", "hdfs_run"],
-                         ids=["from_rocksdb", "from_hdfs"])
-def test_a_query_moves_from_a_spark_provider_onto_ours_with_the_same_answers(
-        tmp_path: Path, request: pytest.FixtureRequest, hdfs_reference: Outputs,
-        source: str) -> None:
-    """Against the same queries running all 8 batches on Spark's providers."""
-    run: SavedRun = request.getfixturevalue(source)
-    original = ROCKSDB if source == "rocksdb_run" else HDFS
-    conf = {**pyrocks_conf(tmp_path / "pool"), PROVIDER_KEY: original}
-    names = [q.name for q in QUERIES]
-    assert_same_outputs(hdfs_reference, run_migrated(tmp_path, names, conf, run))
-    for spec in QUERIES:
-        checkpoint = checkpoint_of(tmp_path, spec)
-        added = restored_batch(checkpoint)
-        assert offsets_conf(checkpoint, added - 1)[PROVIDER_KEY] == original
-        assert offsets_conf(checkpoint, added)[PROVIDER_KEY] == PROVIDER_CLASS
-        stores = list((checkpoint / "state").glob("*/*/**/query-*/manifests"))
-        assert stores, f"{spec.name}: no store of ours in the restored checkpoint"
 
 
 def state_rows(spark: SparkSession, checkpoint: Path, batch: int) -> dict[str, set]:
@@ -184,28 +162,63 @@ def misrouted_rows(spark: SparkSession, checkpoint: Path, batch: int, savepoint_
     return problems
 
 
+class RoutingCheck:
+    """`migrate`'s check of the queries it rescales from `before` to `after` partitions:
+    the partition count of each side of the restore, and every restored row where Spark
+    routes its key. `checked` names the queries it looked at, in order."""
+
+    def __init__(self, work: Path, before: int, after: int, names: Sequence[str]) -> None:
+        self.work, self.before, self.after = work, before, after
+        self.names = set(names)
+        self.checked: list[str] = []
+
+    def __call__(self, spark: SparkSession, spec: QuerySpec, target: Path, batch: int) -> None:
+        if spec.name not in self.names:
+            return
+        checkpoint = checkpoint_of(self.work, spec)
+        assert offsets_conf(checkpoint, batch)[PARTITIONS_KEY] == str(self.before)
+        assert offsets_conf(checkpoint, batch + 1)[PARTITIONS_KEY] == str(self.after)
+        assert misrouted_rows(spark, checkpoint, batch + 1, target, self.after) == []
+        self.checked.append(spec.name)
+
+
 @pytest.mark.usefixtures("rocksdb_run")  # asked for by name below (tests/work_units.py)
-@pytest.mark.parametrize(("source", "before", "after"), [("rocksdb_run", 4, 7), (None, 8, 3)],
-                         ids=["rocksdb_4_to_7", "ours_8_to_3"])
-def test_rescaling_routes_every_row_where_spark_does_and_keeps_the_answers(
+@pytest.mark.parametrize("source", ["rocksdb_run", "hdfs_run"],
+                         ids=["from_rocksdb", "from_hdfs"])
+def test_a_query_moves_from_a_spark_provider_onto_ours_with_the_same_answers(
         tmp_path: Path, request: pytest.FixtureRequest, hdfs_reference: Outputs,
-        source: str | None, before: int, after: int) -> None:
-    conf = {**pyrocks_conf(tmp_path / "pool"), PARTITIONS_KEY: str(before)}
-    if source:
-        conf[PROVIDER_KEY] = ROCKSDB
-    checked: list[str] = []
-
-    def check_routing(spark: SparkSession, spec: QuerySpec, target: Path, batch: int) -> None:
+        source: str) -> None:
+    """Against the same queries running all 8 batches on Spark's providers. From Spark's
+    RocksDB provider (at 4 partitions) the RESCALED queries also move to 7 partitions,
+    every row where Spark routes its key; the others keep their count, as every query
+    from Spark's HDFS provider does."""
+    run: SavedRun = request.getfixturevalue(source)
+    original = ROCKSDB if source == "rocksdb_run" else HDFS
+    conf = {**pyrocks_conf(tmp_path / "pool"), PROVIDER_KEY: original}
+    names = [q.name for q in QUERIES]
+    rescaled = RESCALED if original == ROCKSDB else ()
+    routing = RoutingCheck(tmp_path, 4, 7, rescaled)
+    assert_same_outputs(hdfs_reference, run_migrated(
+        tmp_path, names, conf, run, partitions={n: 7 for n in rescaled}, check=routing))
+    assert routing.checked == list(rescaled)
+    for spec in QUERIES:
         checkpoint = checkpoint_of(tmp_path, spec)
-        assert offsets_conf(checkpoint, batch)[PARTITIONS_KEY] == str(before)
-        assert offsets_conf(checkpoint, batch + 1)[PARTITIONS_KEY] == str(after)
-        assert misrouted_rows(spark, checkpoint, batch + 1, target, after) == []
-        checked.append(spec.name)
+        added = restored_batch(checkpoint)
+        assert offsets_conf(checkpoint, added - 1)[PROVIDER_KEY] == original
+        assert offsets_conf(checkpoint, added)[PROVIDER_KEY] == PROVIDER_CLASS
+        stores = list((checkpoint / "state").glob("*/*/**/query-*/manifests"))
+        assert stores, f"{spec.name}: no store of ours in the restored checkpoint"
 
-    outputs = run_migrated(tmp_path, RESCALED, conf,
-                           request.getfixturevalue(source) if source else None,
-                           partitions=after, check=check_routing)
-    assert checked == list(RESCALED)
+
+def test_rescaling_ours_routes_every_row_where_spark_does_and_keeps_the_answers(
+        tmp_path: Path, ours_run: SavedRun, hdfs_reference: Outputs) -> None:
+    """From the 3 partitions of the session's run on ours (`ours_run`) to 2: the rows of
+    three stores of ours merged into two."""
+    conf = pyrocks_conf(tmp_path / "pool")
+    routing = RoutingCheck(tmp_path, 3, 2, RESCALED)
+    outputs = run_migrated(tmp_path, RESCALED, conf, ours_run,
+                           partitions={n: 2 for n in RESCALED}, check=routing)
+    assert routing.checked == list(RESCALED)
     assert_same_outputs({n: hdfs_reference[n] for n in RESCALED}, outputs)
 
 
@@ -264,10 +277,10 @@ def test_an_interrupted_canonical_restore_is_completed_by_its_rerun(tmp_path: Pa
 
 
 def test_exit_path_restores_onto_spark_rocksdb_with_the_same_answers(
-        tmp_path: Path, hdfs_reference: Outputs) -> None:
+        tmp_path: Path, ours_run: SavedRun, hdfs_reference: Outputs) -> None:
     names = ["agg_update", "join_left_outer", "session_window", "apply_in_pandas_with_state"]
     conf = pyrocks_conf(tmp_path / "pool")
-    outputs = run_migrated(tmp_path, names, conf, provider="rocksdb")
+    outputs = run_migrated(tmp_path, names, conf, ours_run, provider="rocksdb")
     assert_same_outputs({n: hdfs_reference[n] for n in names}, outputs)
     for name in names:
         checkpoint = checkpoint_of(tmp_path, BY_NAME[name])

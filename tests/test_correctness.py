@@ -11,7 +11,14 @@ import os
 import signal
 from pathlib import Path
 
-from harness import Outputs, assert_same_outputs, checkpoint_of, last_commit, run_queries
+from harness import (
+    Outputs,
+    SavedRun,
+    assert_same_outputs,
+    checkpoint_of,
+    last_commit,
+    run_queries,
+)
 from pyrocks_support import children_of, java_children, pyrocks_conf
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
@@ -35,9 +42,8 @@ def test_reference_exercises_every_operator(hdfs_reference: Outputs) -> None:
             assert any(rows for b, rows in batches.items() if b >= 2), name
 
 
-def test_local_mode_matches_hdfs(hdfs_reference: Outputs, tmp_path: Path) -> None:
-    ours = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool"))
-    assert_same_outputs(hdfs_reference, ours)
+def test_local_mode_matches_hdfs(hdfs_reference: Outputs, ours_run: SavedRun) -> None:
+    assert_same_outputs(hdfs_reference, ours_run.outputs)
 
 
 def test_without_read_cache_and_with_checkpoint_ids_matches_hdfs(

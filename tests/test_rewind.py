@@ -17,10 +17,10 @@ from harness import (
     HDFS,
     PROVIDER_KEY,
     Outputs,
+    SavedRun,
     assert_same_outputs,
     checkpoint_of,
     make_spark,
-    run_queries,
     start_query,
 )
 from pyrocks_support import pyrocks_conf
@@ -30,7 +30,8 @@ from streaming_queries import BY_NAME, rows_for, write_batch
 
 SPECS = [BY_NAME[name] for name in ("agg_update", "window_append", "dedup_watermark",
                                      "join_left_outer", "session_window")]
-FIRST_RUN = 4  # input files 0..3, then the batch that read file 3 is rewound
+FIRST_RUN = 4  # input files 0..3 (the session's runs up to their restart), then the batch
+#               that read file 3 is rewound
 
 
 def rewind(work: Path) -> dict[str, int]:
@@ -60,10 +61,13 @@ def rewind(work: Path) -> dict[str, int]:
     return rewound
 
 
-def run_with_rewind(work: Path, conf: dict[str, str]) -> tuple[Outputs, dict[str, int]]:
-    """Input files 0..3, stop, rewind, then the rewound batch again (on its new input) and
-    files 4..6."""
-    outputs = run_queries(SPECS, work, conf, batches=FIRST_RUN, restart_after=[])
+def run_with_rewind(work: Path, conf: dict[str, str],
+                    source: SavedRun) -> tuple[Outputs, dict[str, int]]:
+    """Input files 0..3 (`source`'s saved run, resumed), rewind, then the rewound batch
+    again (on its new input) and files 4..6."""
+    assert source.cut == FIRST_RUN
+    source.resume_in(work, SPECS)
+    outputs = source.up_to_cut([spec.name for spec in SPECS])
     rewound = rewind(work)
     spark = make_spark(conf)
     try:
@@ -84,14 +88,15 @@ def run_with_rewind(work: Path, conf: dict[str, str]) -> tuple[Outputs, dict[str
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
+def reference(tmp_path_factory: pytest.TempPathFactory, hdfs_run: SavedRun) -> Outputs:
     work = tmp_path_factory.mktemp("hdfs")
-    return run_with_rewind(work, {**pyrocks_conf(work / "pool"), PROVIDER_KEY: HDFS})[0]
+    return run_with_rewind(work, {**pyrocks_conf(work / "pool"), PROVIDER_KEY: HDFS},
+                           hdfs_run)[0]
 
 
-def test_a_rewound_batch_is_answered_as_spark_answers_it(reference: Outputs,
+def test_a_rewound_batch_is_answered_as_spark_answers_it(reference: Outputs, ours_run: SavedRun,
                                                          tmp_path: Path) -> None:
-    ours, rewound = run_with_rewind(tmp_path, pyrocks_conf(tmp_path / "pool"))
+    ours, rewound = run_with_rewind(tmp_path, pyrocks_conf(tmp_path / "pool"), ours_run)
     # The rerun of batch 3 saw the new input (it differs from the first run's batch 3).
     assert_same_outputs(reference, ours)
     # Each rewound store version was published again by the later run, which superseded it.
@@ -109,13 +114,14 @@ def test_a_rewound_batch_is_answered_as_spark_answers_it(reference: Outputs,
             assert durable.read_manifest(version).epoch == 2, root  # the rerun's
 
 
-def test_a_run_below_the_stores_epoch_fails_clearly_never_silently(tmp_path: Path) -> None:
+def test_a_run_below_the_stores_epoch_fails_clearly_never_silently(tmp_path: Path,
+                                                                   ours_run: SavedRun) -> None:
     """Writers of an earlier run are fenced: once a later run published a store's state,
     an earlier run's attempt publishes nothing. A current run meets that only if its run
     epochs were mislaid (here: deleted by hand): it fails naming them, never loses state
     silently."""
     conf = pyrocks_conf(tmp_path / "pool")
-    run_with_rewind(tmp_path, conf)  # two runs: the stores hold run epoch 2 now
+    run_with_rewind(tmp_path, conf, ours_run)  # two runs: the stores hold run epoch 2 now
     for spec in SPECS:
         shutil.rmtree(checkpoint_of(tmp_path, spec) / "_pyrocks_runs")
     spark = make_spark(conf)

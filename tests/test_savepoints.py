@@ -16,6 +16,7 @@ from pyspark.errors import StreamingQueryException
 
 from harness import (
     Outputs,
+    SavedRun,
     assert_same_outputs,
     checkpoint_of,
     make_spark,
@@ -80,32 +81,31 @@ def files_under(directory: Path) -> dict[str, int]:
 
 
 def test_savepoint_delete_source_restore_no_claim_matches_hdfs(
-        hdfs_reference: Outputs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        hdfs_reference: Outputs, ours_run: SavedRun, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """savepoint -> delete the source checkpoint -> restore no-claim -> delete the savepoint
-    at once -> more batches, and a restart: identical to an uninterrupted run."""
-    savepoints = tmp_path / "savepoints"
+    at once -> more batches, and a restart: identical to an uninterrupted run. The source
+    is the session's run on ours, stopped after its first half (`ours_run`)."""
+    ours_run.resume_in(tmp_path, QUERIES)
     query_ids: dict[str, str] = {}
+    for spec in QUERIES:
+        checkpoint, target = checkpoint_of(tmp_path, spec), tmp_path / "savepoints" / spec.name
+        old_id = json.loads((checkpoint / "metadata").read_text())["id"]
+        info = savepoint(str(checkpoint), str(target))
+        assert (info.batch, info.source_query_id) == (ours_run.before_cut(spec.name), old_id)
+        shutil.rmtree(checkpoint)
+        restored = restore(str(target), str(checkpoint))
+        assert restored.query_id != old_id
+        query_ids[spec.name] = restored.query_id
+        # Every store was copied (verified) by the restore: the source may go now.
+        assert depends_on(checkpoint, capsys) == [], spec.name
+        shutil.rmtree(target)
 
-    def between(phase: int) -> None:
-        for spec in QUERIES:
-            checkpoint, target = checkpoint_of(tmp_path, spec), savepoints / spec.name
-            if phase == 1:
-                old_id = json.loads((checkpoint / "metadata").read_text())["id"]
-                last = max(int(p.name) for p in (checkpoint / "commits").iterdir()
-                           if p.name.isdigit())
-                info = savepoint(str(checkpoint), str(target))
-                assert (info.batch, info.source_query_id) == (last, old_id)
-                shutil.rmtree(checkpoint)
-                restored = restore(str(target), str(checkpoint))
-                assert restored.query_id != old_id
-                query_ids[spec.name] = restored.query_id
-                # Every store was copied (verified) by the restore: the source may go now.
-                assert depends_on(checkpoint, capsys) == [], spec.name
-                shutil.rmtree(target)
-
-    ours = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool"),
-                       restart_after=(4, 6), between_phases=between)
-    assert_same_outputs(hdfs_reference, ours)
+    rest = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool"),
+                       first_batch=ours_run.cut, restart_after=6)
+    names = [spec.name for spec in QUERIES]
+    first = ours_run.up_to_cut(names)
+    assert_same_outputs(hdfs_reference, {n: {**first[n], **rest[n]} for n in names})
     for spec in QUERIES:
         checkpoint = checkpoint_of(tmp_path, spec)
         assert json.loads((checkpoint / "metadata").read_text())["id"] == query_ids[spec.name]
