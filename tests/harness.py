@@ -178,6 +178,12 @@ class SavedRun:
         return {n: {b: rows for b, rows in self.outputs[n].items() if b <= self.before_cut(n)}
                 for n in names}
 
+    def followed_by(self, rest: Outputs) -> Outputs:
+        """The outputs of the queries `rest` has: up to the cut this run's, then `rest`'s (a
+        run that resumed this one's saved work)."""
+        first = self.up_to_cut(list(rest))
+        return {n: {**first[n], **rest[n]} for n in rest}
+
 
 def saved_run_once(where: Path, compute: Callable[[Path], SavedRun]) -> SavedRun:
     """`compute(where / "work")` once for every process that asks with the same `where`

@@ -94,10 +94,9 @@ def run_migrated(work: Path, names: Sequence[str], conf: dict[str, str], source:
     specs = [BY_NAME[n] for n in names]
     assert source.cut == SAVEPOINT_AFTER
     source.resume_in(work, specs)
-    first = source.up_to_cut(names)
     added = migrate(work, specs, conf, **how)
-    rest = shifted(run_queries(specs, work, conf, first_batch=SAVEPOINT_AFTER), added)
-    return {n: {**first[n], **rest[n]} for n in names}
+    return source.followed_by(
+        shifted(run_queries(specs, work, conf, first_batch=SAVEPOINT_AFTER), added))
 
 
 @pytest.fixture(scope="module")

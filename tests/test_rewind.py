@@ -30,8 +30,9 @@ from streaming_queries import BY_NAME, rows_for, write_batch
 
 SPECS = [BY_NAME[name] for name in ("agg_update", "window_append", "dedup_watermark",
                                      "join_left_outer", "session_window")]
-FIRST_RUN = 4  # input files 0..3 (the session's runs up to their restart), then the batch
-#               that read file 3 is rewound
+# Input files 0..3 (the session's catalogue runs up to their restart), then the batch that
+# read file 3 is rewound.
+FIRST_RUN = 4
 
 
 def rewind(work: Path) -> dict[str, int]:

@@ -103,9 +103,7 @@ def test_savepoint_delete_source_restore_no_claim_matches_hdfs(
 
     rest = run_queries(QUERIES, tmp_path, pyrocks_conf(tmp_path / "pool"),
                        first_batch=ours_run.cut, restart_after=6)
-    names = [spec.name for spec in QUERIES]
-    first = ours_run.up_to_cut(names)
-    assert_same_outputs(hdfs_reference, {n: {**first[n], **rest[n]} for n in names})
+    assert_same_outputs(hdfs_reference, ours_run.followed_by(rest))
     for spec in QUERIES:
         checkpoint = checkpoint_of(tmp_path, spec)
         assert json.loads((checkpoint / "metadata").read_text())["id"] == query_ids[spec.name]
