@@ -60,7 +60,7 @@ def _ensured(jvm_options: str) -> Path | None:
 
 
 class ArchiveNotMade(Exception):
-    pass
+    """Why the archive could not be made: drivers then start without one."""
 
 
 def _make(staged: Path, jvm_options: str) -> None:

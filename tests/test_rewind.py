@@ -30,9 +30,6 @@ from streaming_queries import BY_NAME, rows_for, write_batch
 
 SPECS = [BY_NAME[name] for name in ("agg_update", "window_append", "dedup_watermark",
                                      "join_left_outer", "session_window")]
-# Input files 0..3 (the session's catalogue runs up to their restart), then the batch that
-# read file 3 is rewound.
-FIRST_RUN = 4
 
 
 def rewind(work: Path) -> dict[str, int]:
@@ -64,9 +61,10 @@ def rewind(work: Path) -> dict[str, int]:
 
 def run_with_rewind(work: Path, conf: dict[str, str],
                     source: SavedRun) -> tuple[Outputs, dict[str, int]]:
-    """Input files 0..3 (`source`'s saved run, resumed), rewind, then the rewound batch
-    again (on its new input) and files 4..6."""
-    assert source.cut == FIRST_RUN
+    """The input files before `source`'s cut (its saved run, resumed), rewind (the batch that
+    read the last of them), then the rewound batch again (on its new input) and the files
+    after it, up to file 6."""
+    first_run = source.cut
     source.resume_in(work, SPECS)
     outputs = source.up_to_cut([spec.name for spec in SPECS])
     rewound = rewind(work)
@@ -74,8 +72,8 @@ def run_with_rewind(work: Path, conf: dict[str, str],
     try:
         queries = [start_query(spark, spec, work, outputs[spec.name]) for spec in SPECS]
         try:
-            for batch in range(FIRST_RUN - 1, 7):
-                if batch >= FIRST_RUN:  # the rewound file's new rows are in place already
+            for batch in range(first_run - 1, 7):
+                if batch >= first_run:  # the rewound file's new rows are in place already
                     for spec in SPECS:
                         write_batch(work / spec.name / "input", batch)
                 for query in queries:
