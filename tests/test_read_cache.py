@@ -59,6 +59,7 @@ def test_gets_are_answered_in_the_jvm(pyrocks_spark: SparkSession, tmp_path: Pat
         # without the cache every input row costs a get; with it, none after the first load
         assert plain["customMetrics"]["pyrocks.round_trips"] >= 3000
         assert cached["customMetrics"]["pyrocks.round_trips"] < 100
+        assert cached["customMetrics"]["pyrocks.read_cache_evictions"] == 0  # it all fits
     assert operator(progress[-1])["numRowsTotal"] == 7000
 
 
@@ -145,8 +146,9 @@ def test_grouped_counts_with_cache_match_spark(pyrocks_spark: SparkSession,
 
 def test_filter_answers_new_keys_when_the_cache_overflows(pyrocks_spark: SparkSession,
                                                           tmp_path: Path) -> None:
-    """With a 1 MiB cache the entries keep starting over, but the key filter still proves
-    new ids absent: most gets never reach the worker, and the answers stay exact."""
+    """With a 1 MiB cache the oldest entries keep being evicted (and each batch's metrics
+    say so), but the key filter still proves new ids absent: most gets never reach the
+    worker, and the answers stay exact."""
     pyrocks_spark.conf.set(PREFIX + "readCacheMB", "1")
     try:
         batches = [range(b * 20_000, b * 20_000 + 25_000) for b in range(3)]
@@ -157,6 +159,7 @@ def test_filter_answers_new_keys_when_the_cache_overflows(pyrocks_spark: SparkSe
     for batch in progress:
         # the overlap (5,000 known ids per batch) may ask; the 20,000 new ids mostly not
         assert operator(batch)["customMetrics"]["pyrocks.round_trips"] < 8_000
+        assert operator(batch)["customMetrics"]["pyrocks.read_cache_evictions"] > 0
 
 
 def run_sessions(spark: SparkSession, work: Path, batches: int) -> tuple[list, list[dict]]:

@@ -37,8 +37,12 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   private var deadBytes = 0L // of records in pages still kept that it no longer does
   private var allocated = 0L // charged to `memory`
   private var snapshots = 0 // taken so far: what `died` counts
+  private var evictedEntries = 0L // live entries `evictOldest` dropped, ever
 
   def size: Int = used
+
+  /** Live entries `evictOldest` has dropped since this was made (never reset). */
+  def evicted: Long = evictedEntries
 
   override def toString: String = s"PackedEntries($used entries, $liveBytes live bytes, " +
     s"$deadBytes dead, ${pages.take(pageCount).count(_ != null)} pages, ${slots.length} slots)"
@@ -138,6 +142,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
         val key = java.util.Arrays.copyOfRange(page, keyAt, keyAt + keyLength(location))
         deleteSlot(slotOf(location, hashOf(key, spaceOf(location))))
         kill(location)
+        evictedEntries += 1
       }
       deadBytes -= size
       at += size

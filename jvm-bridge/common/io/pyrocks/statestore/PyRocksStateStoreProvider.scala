@@ -432,7 +432,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   }
 
   private[statestore] def metrics(): StateStoreMetrics = synchronized {
-    ProviderMetrics.of(request(Wire.Metrics, Array.emptyByteArray), cache.memoryBytes)
+    ProviderMetrics.of(request(Wire.Metrics, Array.emptyByteArray), cache.memoryBytes,
+      cache.evictionsSinceLoad)
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = ProviderMetrics.Custom

@@ -69,6 +69,7 @@ final class ReadCache(val budget: CacheBudget,
   private val spaces = new java.util.HashMap[String, Integer]()
   private var version = -1L
   private var commit: Option[String] = None
+  private var evictedAtLoad = 0L // `entries.evicted` when the current batch loaded the store
   private val enabled = budget.limitBytes > 0 // readCacheMB=0: every get asks the worker
 
   /** Some(Some(value)) or Some(None) if known (absent = None); None if the worker must say.
@@ -312,7 +313,12 @@ final class ReadCache(val budget: CacheBudget,
     }
     version = loaded
     commit = if (empty) None else loadedCommit
+    evictedAtLoad = entries.evicted
   }
+
+  /** Entries evicted to fit the budget since the last load: nonzero when the state outgrew
+   * it (`storeEvicting`), the sign that reads now miss and full scans leave the JVM. */
+  def evictionsSinceLoad: Long = guarded(entries.evicted - evictedAtLoad)
 
   /** This store published `newVersion` as the commit `id`. */
   def committed(newVersion: Long, id: Option[String]): Unit = guarded {

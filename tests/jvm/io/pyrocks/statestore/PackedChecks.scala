@@ -142,6 +142,8 @@ object PackedChecks {
     expect((1000 + gone.size until 50000).forall(k => known(k).contains(s"v$k")),
       "a kept key lost its value")
     expect(packed.size == 50000 - gone.size, s"${packed.size} entries, ${50000 - gone.size} kept")
+    // the dead records of the rewritten keys went with their pages, uncounted
+    expect(packed.evicted == gone.size, s"${packed.evicted} evictions counted, ${gone.size} gone")
     while (packed.evictOldest()) {}
     expect(packed.size < 50000, "every page but the newest evicted, yet all entries are left")
   }
