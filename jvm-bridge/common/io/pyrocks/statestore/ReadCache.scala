@@ -69,7 +69,8 @@ final class ReadCache(val budget: CacheBudget,
   private val spaces = new java.util.HashMap[String, Integer]()
   private var version = -1L
   private var commit: Option[String] = None
-  private var evictedAtLoad = 0L // `entries.evicted` when the current batch loaded the store
+  private var reclaimedEntries = 0L // other caches' entries this one's reservations dropped
+  private var pushedOutAtLoad = 0L // `pushedOut` when the current batch loaded the store
   private val enabled = budget.limitBytes > 0 // readCacheMB=0: every get asks the worker
 
   /** Some(Some(value)) or Some(None) if known (absent = None); None if the worker must say.
@@ -294,7 +295,12 @@ final class ReadCache(val budget: CacheBudget,
   }
 
   private def reserve(n: Long): Boolean =
-    budget.reserve(n) || (budget.reclaim(n, this) && budget.reserve(n))
+    budget.reserve(n) || { reclaimedEntries += budget.reclaim(n, this); budget.reserve(n) }
+
+  /** Entries this cache's need for room pushed out: its own evicted, and those of the idle
+   * caches of running queries it emptied (not parked ones: a stopped query's cache going
+   * says nothing of whether the running states fit). */
+  private def pushedOut: Long = entries.evicted + reclaimedEntries
 
   /** The store was loaded at `loaded`; `unchanged` = the worker's working copy was kept;
    * `empty` = it was loaded empty whatever its version (Spark's loadEmpty); `loadedCommit`:
@@ -313,12 +319,13 @@ final class ReadCache(val budget: CacheBudget,
     }
     version = loaded
     commit = if (empty) None else loadedCommit
-    evictedAtLoad = entries.evicted
+    pushedOutAtLoad = pushedOut
   }
 
-  /** Entries evicted to fit the budget since the last load: nonzero when the state outgrew
-   * it (`storeEvicting`), the sign that reads now miss and full scans leave the JVM. */
-  def evictionsSinceLoad: Long = guarded(entries.evicted - evictedAtLoad)
+  /** Entries pushed out to fit the budget since the last load: nonzero when the states of
+   * the running queries outgrew it, the sign that reads now miss and full scans leave the
+   * JVM. */
+  def evictionsSinceLoad: Long = guarded(pushedOut - pushedOutAtLoad)
 
   /** This store published `newVersion` as the commit `id`. */
   def committed(newVersion: Long, id: Option[String]): Unit = guarded {
@@ -350,10 +357,10 @@ final class ReadCache(val budget: CacheBudget,
 
   /** Gives all entries back if no task is using this cache right now; never waits. Its key
    * filter stays: it is small (about 1.25 bytes per key against ~60 for an entry) and
-   * cannot be rebuilt. */
-  private[statestore] def releaseIfIdle(): Unit = if (lock.tryLock()) {
-    try clear() finally lock.unlock()
-  }
+   * cannot be rebuilt. The number of entries given back. */
+  private[statestore] def releaseIfIdle(): Int = if (lock.tryLock()) {
+    try { val held = entries.size; clear(); held } finally lock.unlock()
+  } else 0
 
   private def guarded[T](f: => T): T = {
     lock.lock()
@@ -452,16 +459,17 @@ final class CacheBudget(val limitBytes: Long) {
   /**
    * Empties the least recently used idle caches other than `requester` until `n` bytes fit
    * with an eighth of the budget to spare (so that this runs once in a while, not on every
-   * entry); true if `n` bytes now fit.
+   * entry); how many entries of live (not parked) caches it emptied.
    */
-  def reclaim(n: Long, requester: ReadCache): Boolean = {
+  def reclaim(n: Long, requester: ReadCache): Long = {
     val goal = limitBytes - n - limitBytes / 8
     val byAge = caches.toArray(Array.empty[ReadCache]).filter(_ ne requester).sortBy(_.lastUsed)
+    var emptied = 0L
     // A parked cache goes whole, key filter included: nothing may ever take it over again.
     byAge.iterator.takeWhile(_ => used.get() > goal).foreach { cache =>
-      if (ParkedCaches.unpark(cache)) cache.close() else cache.releaseIfIdle()
+      if (ParkedCaches.unpark(cache)) cache.close() else emptied += cache.releaseIfIdle()
     }
-    used.get() + n <= limitBytes
+    emptied
   }
 }
 

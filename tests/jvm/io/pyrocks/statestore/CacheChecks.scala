@@ -18,6 +18,7 @@ object CacheChecks {
     "a-complete-cache-answers-full-scans-of-the-default-family" -> completeCacheAnswersFullScans,
     "a-complete-cache-answers-full-scans-of-a-prefix-family" -> completeCacheScansPrefixFamily,
     "a-cache-over-its-budget-keeps-what-it-wrote-last" -> overBudgetKeepsTheNewest,
+    "evictions-count-what-a-cache-pushed-out" -> evictionsCountWhatWasPushedOut,
     "a-walk-in-key-order-reads-ahead-and-stays-exact" -> walkInKeyOrderReadsAhead,
     "a-read-ahead-window-is-charged-and-kept-exact" -> readAheadWindowChargedAndExact,
     "a-closed-providers-cache-serves-the-next-provider" -> parkedCacheServesTheNextProvider,
@@ -347,6 +348,34 @@ object CacheChecks {
     // ~40 bytes an entry in 2 MiB less the filter: a cache that evicts keeps thousands.
     val known = answers.count(_._2.isDefined)
     expect(known > 5000, s"the cache knows $known keys: it started over instead of evicting")
+  }
+
+  /** `evictionsSinceLoad` (the metric `pyrocks.read_cache_evictions`) counts the entries a
+   * cache's writes pushed out since its load: those of an idle cache it emptied, then its
+   * own oldest; nothing while everything fits, and nothing of an earlier batch. */
+  def evictionsCountWhatWasPushedOut(f: Fixture): Unit = {
+    import f._
+    val budget = new CacheBudget(2L << 20)
+    val (idle, busy) = (new ReadCache(budget), new ReadCache(budget))
+    Seq(idle, busy).foreach(_.loaded(0, unchanged = false))
+    (0L until 10000L).foreach(k => idle.write(DefaultCf, rawKey(k), rawKey(k)))
+    expect(idle.evictionsSinceLoad == 0 && busy.evictionsSinceLoad == 0,
+      s"evictions counted while all fits: ${idle.evictionsSinceLoad}, ${busy.evictionsSinceLoad}")
+    var k = 0L
+    while (idle.lookup(DefaultCf, rawKey(0)).isDefined) {
+      busy.write(DefaultCf, rawKey(k), rawKey(k))
+      k += 1
+    }
+    expect(busy.evictionsSinceLoad == 10000, s"emptying the idle cache's 10000 entries " +
+      s"counted ${busy.evictionsSinceLoad}")
+    while (busy.lookup(DefaultCf, rawKey(0)).isDefined) {
+      busy.write(DefaultCf, rawKey(k), rawKey(k))
+      k += 1
+    }
+    expect(busy.evictionsSinceLoad > 10000, "evicting its own oldest entries counted nothing")
+    busy.committed(1, None)
+    busy.loaded(1, unchanged = true)
+    expect(busy.evictionsSinceLoad == 0, s"a new load starts at ${busy.evictionsSinceLoad}")
   }
 
   /** The filter's memory counts against the budget, and grows within it. */
