@@ -433,7 +433,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 
   private[statestore] def metrics(): StateStoreMetrics = synchronized {
     ProviderMetrics.of(request(Wire.Metrics, Array.emptyByteArray), cache.memoryBytes,
-      cache.evictionsSinceLoad)
+      cache.pushedOutSinceLoad)
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = ProviderMetrics.Custom

@@ -325,7 +325,7 @@ final class ReadCache(val budget: CacheBudget,
   /** Entries pushed out to fit the budget since the last load: nonzero when the states of
    * the running queries outgrew it, the sign that reads now miss and full scans leave the
    * JVM. */
-  def evictionsSinceLoad: Long = guarded(pushedOut - pushedOutAtLoad)
+  def pushedOutSinceLoad: Long = guarded(pushedOut - pushedOutAtLoad)
 
   /** This store published `newVersion` as the commit `id`. */
   def committed(newVersion: Long, id: Option[String]): Unit = guarded {

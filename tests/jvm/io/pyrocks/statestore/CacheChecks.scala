@@ -350,7 +350,7 @@ object CacheChecks {
     expect(known > 5000, s"the cache knows $known keys: it started over instead of evicting")
   }
 
-  /** `evictionsSinceLoad` (the metric `pyrocks.read_cache_evictions`) counts the entries a
+  /** `pushedOutSinceLoad` (the metric `pyrocks.read_cache_evictions`) counts the entries a
    * cache's writes pushed out since its load: those of an idle cache it emptied, then its
    * own oldest; nothing while everything fits, and nothing of an earlier batch. */
   def evictionsCountWhatWasPushedOut(f: Fixture): Unit = {
@@ -359,23 +359,23 @@ object CacheChecks {
     val (idle, busy) = (new ReadCache(budget), new ReadCache(budget))
     Seq(idle, busy).foreach(_.loaded(0, unchanged = false))
     (0L until 10000L).foreach(k => idle.write(DefaultCf, rawKey(k), rawKey(k)))
-    expect(idle.evictionsSinceLoad == 0 && busy.evictionsSinceLoad == 0,
-      s"evictions counted while all fits: ${idle.evictionsSinceLoad}, ${busy.evictionsSinceLoad}")
+    expect(idle.pushedOutSinceLoad == 0 && busy.pushedOutSinceLoad == 0,
+      s"evictions counted while all fits: ${idle.pushedOutSinceLoad}, ${busy.pushedOutSinceLoad}")
     var k = 0L
     while (idle.lookup(DefaultCf, rawKey(0)).isDefined) {
       busy.write(DefaultCf, rawKey(k), rawKey(k))
       k += 1
     }
-    expect(busy.evictionsSinceLoad == 10000, s"emptying the idle cache's 10000 entries " +
-      s"counted ${busy.evictionsSinceLoad}")
+    expect(busy.pushedOutSinceLoad == 10000, s"emptying the idle cache's 10000 entries " +
+      s"counted ${busy.pushedOutSinceLoad}")
     while (busy.lookup(DefaultCf, rawKey(0)).isDefined) {
       busy.write(DefaultCf, rawKey(k), rawKey(k))
       k += 1
     }
-    expect(busy.evictionsSinceLoad > 10000, "evicting its own oldest entries counted nothing")
+    expect(busy.pushedOutSinceLoad > 10000, "evicting its own oldest entries counted nothing")
     busy.committed(1, None)
     busy.loaded(1, unchanged = true)
-    expect(busy.evictionsSinceLoad == 0, s"a new load starts at ${busy.evictionsSinceLoad}")
+    expect(busy.pushedOutSinceLoad == 0, s"a new load starts at ${busy.pushedOutSinceLoad}")
   }
 
   /** The filter's memory counts against the budget, and grows within it. */
