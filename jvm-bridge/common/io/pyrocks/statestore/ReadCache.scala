@@ -324,7 +324,8 @@ final class ReadCache(val budget: CacheBudget,
 
   /** Entries pushed out to fit the budget since the last load: nonzero when the states of
    * the running queries outgrew it, the sign that reads now miss and full scans leave the
-   * JVM. */
+   * JVM. Zero does not prove they fit: a cache emptied in an earlier batch refills without
+   * pushing anything out. */
   def pushedOutSinceLoad: Long = guarded(pushedOut - pushedOutAtLoad)
 
   /** This store published `newVersion` as the commit `id`. */
