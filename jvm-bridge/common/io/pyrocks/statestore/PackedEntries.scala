@@ -97,7 +97,9 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
       insert(location, hash)
     }
     liveBytes += recordBytes(location)
-    if (deadBytes > liveBytes / 2 && deadBytes > MinCompactBytes) compact()
+    // The rarer test first: small caches often hold more dead bytes than half their live
+    // ones, and the JIT, told so on every put, would leave its compiled code each time.
+    if (deadBytes > MinCompactBytes && deadBytes > liveBytes / 2) compact()
     true
   }
 
