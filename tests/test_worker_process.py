@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from pyrocks_support import S3Endpoint, condition_ignoring_endpoint, readline_within
 from state_store.format import records
 from state_store.format.records import Op
-from state_store.runtime.protocol import HEADER, I64, Request, Status
+from state_store.runtime.protocol import HEADER, I64, PAIR_HEAD, Request, ScanMode, Status
+from state_store.runtime.worker import Session
 
 
 @pytest.fixture
@@ -127,15 +131,14 @@ def test_a_worker_starts_without_loading_pyspark() -> None:
 
 
 def pairs_of(chunk: bytes) -> tuple[bool, list[tuple[bytes, bytes]]]:
-    """A chunk: [more u8], then (key_len u32, key, value_len u32, value) pairs."""
+    """A chunk: [more u8], then (key_len u32, value_len u32, key, value) per pair."""
     found, at = [], 1
     while at < len(chunk):
-        key_len = int.from_bytes(chunk[at:at + 4], "big")
-        key = chunk[at + 4:at + 4 + key_len]
-        at += 4 + key_len
-        value_len = int.from_bytes(chunk[at:at + 4], "big")
-        found.append((key, chunk[at + 4:at + 4 + value_len]))
-        at += 4 + value_len
+        key_len, value_len = PAIR_HEAD.unpack_from(chunk, at)
+        key_at = at + PAIR_HEAD.size
+        found.append((chunk[key_at:key_at + key_len],
+                      chunk[key_at + key_len:key_at + key_len + value_len]))
+        at = key_at + key_len + value_len
     return chunk[0] == 1, found
 
 
@@ -166,3 +169,65 @@ def test_a_read_ahead_answers_the_pairs_from_its_key_on(worker, tmp_path: Path) 
                                                     for i in range(990, 1000, 2)])
     assert read_ahead(b"k999", 1 << 20) == (False, [])
     conn.close()
+
+
+def test_a_full_scan_streams_every_pair_in_chunks(worker, tmp_path: Path) -> None:
+    """ITER_OPEN and ITER_NEXT: every pair once, in key order, in chunks that end with the
+    pair that takes them past `iteratorChunkBytes`, even one value larger than a chunk."""
+    _, sock = worker
+    spec = {"store_root": str(tmp_path / "root"), "store_path": "", "store_name": "s",
+            "local_name": "provider-1", "options": {"iteratorChunkBytes": "65536"},
+            "query_id": "q"}
+    conn = connect(sock)
+    assert request(conn, Request.OPEN, json.dumps(spec).encode())[0] == Status.OK
+    assert request(conn, Request.LOAD, I64.pack(0))[0] == Status.OK
+    written = {b"k%06d" % i: os.urandom(i % 300) for i in range(20_000)}
+    written[b"k010000"] = os.urandom(3 << 20)  # past every socket buffer and chunk limit
+    rows = b"".join(records.encode(Op.PUT, "default", k, v) for k, v in written.items())
+    conn.sendall(HEADER.pack(len(rows) + 1, Request.WRITES) + rows)
+
+    body = (7).to_bytes(4, "big") + bytes([ScanMode.ALL]) + (0).to_bytes(2, "big") + \
+        (0).to_bytes(4, "big") * 2
+    status, chunk = request(conn, Request.ITER_OPEN, body)
+    streamed, chunks = [], 0
+    while True:
+        assert status == Status.OK, chunk
+        more, pairs = pairs_of(chunk)
+        chunks += 1
+        last_key, last_value = pairs[-1]
+        before_last = len(chunk) - PAIR_HEAD.size - len(last_key) - len(last_value)
+        assert before_last <= 65536 < len(chunk) or not more  # ends once past the limit
+        streamed += pairs
+        if not more:
+            break
+        status, chunk = request(conn, Request.ITER_NEXT, (7).to_bytes(4, "big"))
+    assert streamed == sorted(written.items())
+    assert chunks > 50
+    conn.close()
+
+
+def test_a_reply_the_socket_takes_in_parts_arrives_whole() -> None:
+    """A socket that takes a reply a part at a time (a timeout socket sends without
+    blocking) still delivers header and body whole and in order."""
+    sender, receiver = socket.socketpair()
+    sender.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    sender.settimeout(30)
+    receiver.settimeout(30)  # a reply cut short fails the test instead of hanging it
+    body = bytearray(os.urandom(2 << 20))
+    got = bytearray()
+
+    def drain() -> None:
+        with contextlib.suppress(TimeoutError):
+            while len(got) < HEADER.size + len(body):
+                part = receiver.recv(1 << 16)
+                if not part:
+                    return
+                got.extend(part)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    Session.reply(SimpleNamespace(conn=sender), Status.OK, body)  # type: ignore[arg-type]
+    reader.join(30)
+    assert bytes(got) == HEADER.pack(len(body) + 1, Status.OK) + body
+    sender.close()
+    receiver.close()

@@ -40,6 +40,7 @@ from .protocol import (
     I32,
     I64,
     NO_RESPONSE,
+    PAIR_HEAD,
     SNAPSHOT_AND_VERSION,
     U16,
     U32,
@@ -123,12 +124,21 @@ class Session:
             return
         self.reply(Status.OK, result or b"")
 
-    def reply(self, status: Status, body: bytes) -> None:
-        self.conn.sendall(HEADER.pack(len(body) + 1, status) + body)
+    def reply(self, status: Status, body: bytes | bytearray) -> None:
+        # Header and body leave in one call without being joined: a chunk is a megabyte, and
+        # a copy of it (into pages mapped afresh: memory.map_arena_blocks_apart) cost the
+        # worker a sixth of its time per streamed pair.
+        header = HEADER.pack(len(body) + 1, status)
+        sent = self.conn.sendmsg([header, body])
+        if sent < len(header):
+            self.conn.sendall(header[sent:])
+            sent = len(header)
+        if sent < len(header) + len(body):
+            self.conn.sendall(memoryview(body)[sent - len(header):])
 
     # ---- requests -----------------------------------------------------------------------
 
-    def dispatch(self, request: Request, body: bytes) -> bytes | None:
+    def dispatch(self, request: Request, body: bytes) -> bytes | bytearray | None:
         if request is Request.OPEN:
             return self.open(json.loads(body))
         store = self.require_store()
@@ -270,7 +280,7 @@ class Session:
             self.store.close()
             self.store = None
 
-    def iter_open(self, body: bytes) -> bytes:
+    def iter_open(self, body: bytes) -> bytearray:
         (iter_id,) = U32.unpack_from(body, 0)
         mode = ScanMode(body[4])
         cf, rest = _split_cf(body, 5)
@@ -291,7 +301,7 @@ class Session:
         self.iterators[iter_id] = it
         return self.next_chunk(iter_id)
 
-    def next_chunk(self, iter_id: int) -> bytes:
+    def next_chunk(self, iter_id: int) -> bytearray:
         it = self.iterators.get(iter_id)
         if it is None:
             raise ProtocolError(f"iterator {iter_id} is not open")
@@ -334,21 +344,20 @@ def _split_cf(body: bytes, offset: int) -> tuple[str, bytes]:
     return cf, body[start + cf_len:]
 
 
-def _chunk(pairs: Iterator[tuple[bytes, bytes]], limit: int) -> tuple[bytes, bool]:
-    """[more u8] then (key_len u32, key, value_len u32, value) pairs, about `limit` bytes;
-    `more` is 0 once `pairs` ran out. Appended to one buffer pair by pair: a third less time
-    a pair than joining them."""
+def _chunk(pairs: Iterator[tuple[bytes, bytes]], limit: int) -> tuple[bytearray, bool]:
+    """A chunk (protocol.py) of about `limit` bytes of `pairs`; `more` is 0 once they ran out.
+    Appended to one buffer pair by pair (a third less time a pair than joining them) and
+    sent as it is, never copied."""
     chunk = bytearray(b"\x01")
-    pack = U32.pack
+    head = PAIR_HEAD.pack
     for key, value in pairs:
-        chunk += pack(len(key))
+        chunk += head(len(key), len(value))
         chunk += key
-        chunk += pack(len(value))
         chunk += value
         if len(chunk) > limit:
-            return bytes(chunk), True
+            return chunk, True
     chunk[0] = 0
-    return bytes(chunk), False
+    return chunk, False
 
 
 def _json(value: object) -> bytes:

@@ -343,10 +343,10 @@ final class ChunkedScan(
       handOver()
       false
     } else {
-      keyLength = int(position)
-      keyAt = position + 4
-      valueLength = int(keyAt + keyLength)
-      valueAt = keyAt + keyLength + 4
+      keyAt = position + ChunkedScan.PairHead
+      keyLength = ChunkedScan.keyLength(chunk, keyAt)
+      valueLength = ChunkedScan.valueLength(chunk, keyAt)
+      valueAt = keyAt + keyLength
       position = valueAt + valueLength
       kept.foreach { buf =>
         keptBytes += keyLength + valueLength
@@ -355,8 +355,6 @@ final class ChunkedScan(
       true
     }
   }
-
-  private def int(at: Int): Int = ChunkedScan.lengthAt(chunk, at)
 
   private def handOver(): Unit = if (!more) for (f <- onEnd; pairs <- kept) {
     kept = None
@@ -374,9 +372,15 @@ object ChunkedScan {
   /** Larger listings are not kept by the read cache (PrefixRecord): such a scan just streams. */
   val MaxKeptBytes: Long = PrefixRecord.MaxBytes
 
-  /** A key's or value's length in a worker's chunk ([more u8], then pairs of [length u32]
-   * [bytes]): big-endian, as the worker packs it. */
-  def lengthAt(chunk: Array[Byte], at: Int): Int =
+  /** A worker's chunk is [more u8], then per pair [key length u32][value length u32][key]
+   * [value], big-endian, as the worker packs it (protocol.py): the lengths sit `PairHead`
+   * bytes before the key. */
+  val PairHead = 8
+
+  def keyLength(chunk: Array[Byte], keyAt: Int): Int = lengthAt(chunk, keyAt - PairHead)
+  def valueLength(chunk: Array[Byte], keyAt: Int): Int = lengthAt(chunk, keyAt - 4)
+
+  private def lengthAt(chunk: Array[Byte], at: Int): Int =
     (chunk(at) & 0xff) << 24 | (chunk(at + 1) & 0xff) << 16 | (chunk(at + 2) & 0xff) << 8 |
       (chunk(at + 3) & 0xff)
 }

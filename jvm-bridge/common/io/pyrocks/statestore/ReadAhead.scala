@@ -2,6 +2,8 @@ package io.pyrocks.statestore
 
 import java.util.Arrays.{compareUnsigned, copyOfRange}
 
+import ChunkedScan.{PairHead, keyLength, valueLength}
+
 /**
  * The read cache's window on a family walked in key order: gets that miss the cache one key
  * after another, each past the one before, read ahead from the worker a run of pairs at a
@@ -51,8 +53,8 @@ final class ReadAhead(memory: PackedEntries.Memory, maxBytes: Int = ReadAhead.Ma
     }
   }
 
-  /** The worker's answer to a read-ahead of `asked` bytes from `key` (a chunk: [more u8],
-   * then pairs of [length u32][bytes]) becomes the window; returns the answer for `key`. */
+  /** The worker's answer to a read-ahead of `asked` bytes from `key` (a chunk, as
+   * `ChunkedScan` reads it) becomes the window; returns the answer for `key`. */
   def learn(space: Int, key: Array[Byte], chunk: Array[Byte], asked: Int): Option[Array[Byte]] = {
     clear()
     val learned = Window.of(space, key, chunk, room = 2L * math.max(chunk.length, asked))
@@ -108,8 +110,8 @@ object ReadAhead {
       val i = indexOf(key)
       if (i < 0) Option(added.get(key))
       else if (replaced(i) == null) {
-        val valueAt = keyAt(i) + int(chunk, keyAt(i) - 4) + 4
-        Some(copyOfRange(chunk, valueAt, valueAt + int(chunk, valueAt - 4)))
+        val valueAt = keyAt(i) + keyLength(chunk, keyAt(i))
+        Some(copyOfRange(chunk, valueAt, valueAt + valueLength(chunk, keyAt(i))))
       } else if (replaced(i) eq Removed) None
       else Some(replaced(i))
     }
@@ -148,7 +150,7 @@ object ReadAhead {
       while (low <= high) {
         val mid = (low + high) >>> 1
         val at = keyAt(mid)
-        val c = compareUnsigned(chunk, at, at + int(chunk, at - 4), key, 0, key.length)
+        val c = compareUnsigned(chunk, at, at + keyLength(chunk, at), key, 0, key.length)
         if (c < 0) low = mid + 1 else if (c > 0) high = mid - 1 else return mid
       }
       -1
@@ -161,14 +163,13 @@ object ReadAhead {
       var position = 1
       var lastKey = -1
       while (position < chunk.length) {
-        lastKey = position + 4
+        lastKey = position + PairHead
         starts += lastKey
-        val valueAt = lastKey + int(chunk, position) + 4
-        position = valueAt + int(chunk, valueAt - 4)
+        position = lastKey + keyLength(chunk, lastKey) + valueLength(chunk, lastKey)
       }
       val more = chunk(0) == 1
       val last = if (!more) null
-        else copyOfRange(chunk, lastKey, lastKey + int(chunk, lastKey - 4))
+        else copyOfRange(chunk, lastKey, lastKey + keyLength(chunk, lastKey))
       new Window(space, first.clone(), last, chunk, starts.result(), room)
     }
   }
@@ -178,6 +179,4 @@ object ReadAhead {
 
   /** A removal, told apart from any value by identity. */
   private val Removed = new Array[Byte](0)
-
-  private def int(chunk: Array[Byte], at: Int): Int = ChunkedScan.lengthAt(chunk, at)
 }

@@ -520,7 +520,7 @@ object CacheChecks {
       val out = new java.io.ByteArrayOutputStream()
       val data = new java.io.DataOutputStream(out)
       data.writeByte(if (more) 1 else 0)
-      keys.foreach { k => data.writeInt(8); data.write(rawKey(k)); data.writeInt(8)
+      keys.foreach { k => data.writeInt(8); data.writeInt(8); data.write(rawKey(k))
         data.write(rawKey(k * 10)) }
       out.toByteArray
     }
