@@ -7,8 +7,8 @@ applying WRITES is held and returned by the next request that has a response.
 Nothing on the wire is ever unpickled: bodies are fixed binary layouts or UTF-8 JSON.
 
 A chunk (the answer to ITER_OPEN, ITER_NEXT and READ_AHEAD) is `[more u8]` then, per pair,
-`[key_len u32][value_len u32][key][value]` (PAIR_HEAD): both lengths packed at once, a
-sixth less of the worker's time per pair than a length before each part.
+`[key_len u32][value_len u32][key][value]` (PAIR_HEAD): both lengths packed at once, one
+pack a pair where a length before each part took two.
 """
 
 from __future__ import annotations
