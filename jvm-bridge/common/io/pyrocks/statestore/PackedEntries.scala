@@ -50,6 +50,16 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   /** Bytes allocated (pages and index), all charged to `memory`. */
   def allocatedBytes: Long = allocated
 
+  /** Bytes of the records in the pages kept, live or dead. */
+  private[statestore] def keptRecordBytes: Long = {
+    var total = 0L
+    for (p <- 0 until pageCount - 1 if pages(p) != null) total += ends(p)
+    if (pageCount > 0) total + writePos else total
+  }
+
+  /** Bytes of the records in the pages kept that hold no entry: what compaction would free. */
+  private[statestore] def deadRecordBytes: Long = deadBytes
+
   /** The location of the entry, or -1 if there is none. */
   def find(space: Int, key: Array[Byte], hash: Int): Long = {
     if (used == 0) return -1L
@@ -146,11 +156,9 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
         kill(location)
         evictedEntries += 1
       }
-      deadBytes -= size
       at += size
     }
-    pages(p) = null
-    uncharge(page.length)
+    dropPage(p)
     true
   }
 
@@ -188,6 +196,15 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     val size = recordBytes(location)
     liveBytes -= size
     deadBytes += size
+  }
+
+  /** Gives back page `p`, none of whose records holds an entry any more. Its records leave
+   * the dead count here, all at once and only here: a compaction refused part-way through a
+   * page keeps the page, and with it every record it has walked, moved ones included. */
+  private def dropPage(p: Int): Unit = {
+    deadBytes -= ends(p)
+    uncharge(pages(p).length)
+    pages(p) = null
   }
 
   /** Writes a record after the last one (on a new page if it does not fit); its location, or
@@ -320,11 +337,9 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
             kill(location)
             liveBytes += size
           }
-          deadBytes -= size
           at += size
         }
-        pages(p) = null
-        uncharge(page.length)
+        dropPage(p)
       }
       p += 1
     }
