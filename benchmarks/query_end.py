@@ -23,7 +23,8 @@ first) and repeat, on a fresh checkpoint:
   stop after its batch   one more file, the processing-time query again, and `stop()` the
             moment `processAllAvailable()` returns: ours has its final snapshot to take
             then (one memtable flush per store, the stores in parallel). Where the CPU
-            went meanwhile, by thread kind of the JVMs and workers (procfs.thread_run_ns).
+            went meanwhile, by thread kind of the JVMs and workers (procfs.thread_run_ns),
+            and by whole process (threads that ended in it too).
 Then, for ours only: the same run through `run_once` with a result store (AvailableNow
 over all files) against the same run started directly: what waiting for the run's record
 adds, and when its cleanup is done (the recorder is a process of its own).
@@ -75,10 +76,19 @@ class Measure:
     stop_after_batch_ms: list[float] = field(default_factory=list)
     # CPU ms per thread kind (JVMs, workers) during the stops right after a batch, summed
     stop_after_batch_cpu_ms: dict[str, float] = field(default_factory=dict)
+    # CPU ms of whole processes ("jvm", "workers") during each such stop: threads that end
+    # in it counted too (a worker's session thread ends with its store), in /proc's ticks
+    stop_after_batch_process_cpu_ms: dict[str, list[float]] = field(default_factory=dict)
 
     def add_stop_cpu(self, spent: dict[str, float]) -> None:
         for kind, ms in spent.items():
             self.stop_after_batch_cpu_ms[kind] = self.stop_after_batch_cpu_ms.get(kind, 0.0) + ms
+
+    def add_process_cpu(self, before: dict[int, float], after: dict[int, float]) -> None:
+        for kind in ("jvm", "workers"):
+            pids = [pid for pid in after if procfs.is_worker(pid) == (kind == "workers")]
+            spent = sum(after[pid] - before.get(pid, 0.0) for pid in pids) * 1000
+            self.stop_after_batch_process_cpu_ms.setdefault(kind, []).append(spent)
 
     def medians(self) -> dict[str, float | None]:
         return {name: (statistics.median(values) if values else None)
@@ -131,9 +141,11 @@ def measure_end(spark: Any, provider: Provider, tables: Sequence[Any], work: Pat
     query.processAllAvailable()
     processes = procfs.descendants(os.getpid())
     threads_before = procfs.thread_run_ns(processes)
+    processes_before = {pid: procfs.cpu_seconds(pid) for pid in processes}
     began = time.perf_counter()
     query.stop()
     into.stop_after_batch_ms.append((time.perf_counter() - began) * 1000)
+    into.add_process_cpu(processes_before, {pid: procfs.cpu_seconds(pid) for pid in processes})
     into.add_stop_cpu(procfs.run_ms_by_kind(threads_before, procfs.thread_run_ns(processes)))
 
 
@@ -226,6 +238,12 @@ def render(payload: dict[str, Any]) -> str:
         spent = sorted(m["stop_after_batch_cpu_ms"].items(), key=lambda kv: -kv[1])[:5]
         lines.append(f"  {name:<14}" + ", ".join(f"{kind} {ms / payload['repeats']:.0f}"
                                                   for kind, ms in spent))
+    lines.append("CPU of whole processes during that stop (threads that ended in it too; "
+                 "10 ms ticks), ms per stop, median:")
+    for name, m in payload["measures"].items():
+        spent = m.get("stop_after_batch_process_cpu_ms", {})
+        lines.append(f"  {name:<14}" + ", ".join(f"{kind} {statistics.median(ms):.0f}"
+                                                  for kind, ms in spent.items() if ms))
     rec = payload["recording"]
     lines.append(f"ours, AvailableNow over all input: direct {rec['direct_ms']:.0f} ms, "
                  f"run_once {rec['run_once_ms']:.0f} ms, "

@@ -18,11 +18,13 @@ from rocksdict import Options, Rdict
 
 import faulty_fs
 from faulty_fs import FUSE
+from state_store.errors import StateStoreError
 from state_store.format import records
 from state_store.format.manifest import Owner
 from state_store.format.records import Op
 from state_store.format.storage import StorageError, open_storage
 from state_store.runtime.engine import VersionedStore
+from state_store.runtime.working_copy import database_files
 from test_engine import commit_versions, contents, open_store, put
 
 
@@ -178,6 +180,68 @@ def test_finish_never_snapshots_uncommitted_writes(tmp_path: Path) -> None:
     store.write(put("uncommitted", "x"))
     store.finish()
     assert store.checkpoint.snapshot_versions() == []
+
+
+def test_end_snapshots_the_closed_working_copy_every_family_loadable_without_replay(
+        tmp_path: Path) -> None:
+    """A store that is going (`end`: finish, then close) takes its final snapshot from its
+    working copy once closed: every family's rows, and no replay to load it."""
+    store = _with_unflushed_rows(tmp_path, "extra")  # version 2 not snapshotted, in memtables
+    store.load(2)
+    store.write(put("after", "y") + put("k0000007", "z", cf="extra"))
+    assert store.commit(3)["published"]
+    store.end()
+    assert store.failures == [] and store.checkpoint.snapshot_versions()[-1] == 3
+    assert not (tmp_path / "a").exists()  # the working copy went with the close
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(3)
+    assert fresh.metrics.replayed_versions == 0
+    extra = contents(fresh, "extra")
+    assert len(extra) == 100_000 and extra[b"k0000007"] == b"z"
+    assert extra[b"k0099999"] == b"x" * 100 and contents(fresh) == {b"after": b"y"}
+
+
+def test_end_never_snapshots_uncommitted_writes(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=100)
+    commit_versions(store, 2)
+    store.load(2)
+    store.write(put("uncommitted", "x"))
+    store.end()
+    assert store.checkpoint.snapshot_versions() == []
+    assert not (tmp_path / "a").exists()
+
+
+def test_end_records_a_final_snapshot_it_could_not_take_and_closes(tmp_path: Path) -> None:
+    """No room to stage the snapshot (a file where its directory goes): the failure is
+    recorded as a failed upload is, the store still closes, and its versions still load."""
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=100)
+    expected = commit_versions(store, 3)
+    store.snapshots.scratch.parent.mkdir(parents=True, exist_ok=True)
+    store.snapshots.scratch.write_text("in the way")
+    store.end()
+    assert len(store.failures) == 1 and "final snapshot of version 3" in store.failures[0]
+    assert store.checkpoint.snapshot_versions() == []
+    assert not (tmp_path / "a").exists()
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(3)
+    assert contents(fresh) == expected[3] and fresh.metrics.replayed_versions == 3
+
+
+def test_a_closed_databases_files_are_those_that_open_it(tmp_path: Path) -> None:
+    """CURRENT, the MANIFEST it names, the newest OPTIONS, the data files, the binding's
+    config; not RocksDB's bookkeeping. A CURRENT that names anything else is refused."""
+    for name in ("MANIFEST-000005", "MANIFEST-000011", "OPTIONS-000007", "OPTIONS-000013",
+                 "000012.sst", "000014.sst", "000004.log", "LOCK", "LOG", "LOG.old.1700",
+                 "IDENTITY", "rocksdict-config.json"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "CURRENT").write_text("MANIFEST-000011\n")
+    assert sorted(database_files(tmp_path)) == sorted(
+        ["CURRENT", "MANIFEST-000011", "OPTIONS-000013", "000012.sst", "000014.sst",
+         "000004.log", "rocksdict-config.json"])
+    for current in ("../../elsewhere/MANIFEST-000011", "MANIFEST-000099", "LOCK"):
+        (tmp_path / "CURRENT").write_text(current)
+        with pytest.raises(StateStoreError, match=f"{tmp_path}: CURRENT names"):
+            database_files(tmp_path)
 
 
 def test_concurrent_attempts_at_one_version(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +19,19 @@ import pytest
 from pyrocks_support import S3Endpoint, condition_ignoring_endpoint, readline_within
 from state_store.format import records
 from state_store.format.records import Op
-from state_store.runtime.protocol import HEADER, I64, PAIR_HEAD, Request, ScanMode, Status
+from state_store.format.storage import open_storage
+from state_store.format.store_root import StoreRoot
+from state_store.options import PREFIX, StoreOptions
+from state_store.runtime.engine import VersionedStore
+from state_store.runtime.protocol import (
+    CLOSING,
+    HEADER,
+    I64,
+    PAIR_HEAD,
+    Request,
+    ScanMode,
+    Status,
+)
 from state_store.runtime.worker import Session
 
 
@@ -101,6 +114,41 @@ def test_each_session_has_its_own_working_copy(worker, tmp_path: Path) -> None:
     assert status == Status.OK and json.loads(answer) == {"failures": []}, answer
     second.close()
     assert list((tmp_path / "root" / "query-q" / "snapshots").iterdir())
+
+
+def test_a_closing_finish_publishes_the_final_snapshot_and_closes_the_store(
+        worker, tmp_path: Path) -> None:
+    """FINISH with CLOSING (what the shim sends when Spark unloads a provider or its query
+    run ends): the last committed version's snapshot is published, and the store is closed
+    in the same request, its working copy removed."""
+    proc, sock = worker
+    options = {f"{PREFIX}snapshotWhenIdleSeconds": "0", f"{PREFIX}snapshotInterval": "100"}
+    spec = {"store_root": str(tmp_path / "root"), "store_path": "", "store_name": "s",
+            "local_name": "provider-1", "options": options, "query_id": "q"}
+    conn = connect(sock)
+    assert request(conn, Request.OPEN, json.dumps(spec).encode())[0] == Status.OK
+    for version, rows in enumerate((range(0, 1000), range(500, 1500)), start=1):
+        assert request(conn, Request.LOAD, I64.pack(version - 1))[0] == Status.OK
+        writes = b"".join(records.encode(Op.PUT, "default", b"k%05d" % i, b"v%d" % version)
+                          for i in rows)
+        conn.sendall(HEADER.pack(len(writes) + 1, Request.WRITES) + writes)
+        status, answer = request(conn, Request.COMMIT, I64.pack(version))
+        assert status == Status.OK and json.loads(answer)["published"], answer
+    root = StoreRoot(open_storage(str(tmp_path / "root" / "query-q")), "s")
+    assert 2 not in root.snapshot_versions()
+    status, answer = request(conn, Request.FINISH, CLOSING)
+    assert status == Status.OK and json.loads(answer) == {"failures": []}, answer
+    assert 2 in root.snapshot_versions()
+    status, answer = request(conn, Request.LOAD, I64.pack(2))
+    assert status == Status.ERROR and b"no store opened on this connection" in answer, answer
+    assert not list((tmp_path / "data").rglob("CURRENT"))  # no working copy left
+    fresh = VersionedStore("s", root, tmp_path / "fresh", StoreOptions(), ThreadPoolExecutor(1))
+    fresh.load(2)
+    assert fresh.metrics.replayed_versions == 0
+    assert dict(fresh.scan("default", None, None, None)) == {
+        **{b"k%05d" % i: b"v1" for i in range(500)},
+        **{b"k%05d" % i: b"v2" for i in range(500, 1500)}}
+    fresh.close()
 
 
 def test_an_endpoint_ignoring_conditional_writes_is_refused_at_open(worker, s3: S3Endpoint,

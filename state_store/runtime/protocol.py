@@ -35,7 +35,9 @@ class Request(IntEnum):
     CLOSE = 12  # body: empty                            -> empty
     DROP_CF = 13  # body: UTF-8 name                     -> [dropped u8]
     LIST_CF = 14  # body: empty                          -> JSON list
-    FINISH = 15  # body: empty: drain uploads, snapshot the last version -> JSON {failures}
+    # body: empty, or CLOSING: drain uploads, snapshot the last committed version; then, if
+    # CLOSING, close the store (as CLOSE does; the snapshot is the closed working copy's)
+    FINISH = 15  #                                       -> JSON {failures}
     LOAD_EMPTY = 16  # body: version i64: an empty store standing at it -> JSON {num_keys, ...}
     LOAD_FROM_SNAPSHOT = 17  # body: snapshot version i64, version i64 -> JSON {num_keys, ...}
     # body: [limit u32][cf_len u16][cf][key]: the pairs from key on (inclusive), about limit
@@ -44,6 +46,7 @@ class Request(IntEnum):
 
 
 NO_RESPONSE = frozenset({Request.WRITES, Request.ITER_CLOSE})
+CLOSING = b"\x01"  # FINISH's body when the store closes after it
 
 
 class ScanMode(IntEnum):

@@ -64,6 +64,14 @@ class Snapshotter:
         return self._upload(self._local_checkpoint(copy), version, copy.num_keys, lineage,
                             full)
 
+    def take_closing(self, copy: WorkingCopy, version: int, lineage: str) -> Taken | None:
+        """`take_now` for a store that is closing: its final snapshot is the closed working
+        copy itself (`WorkingCopy.close_into`), which is closed when this returns."""
+        self.drain()
+        local = self._scratch_dir()
+        copy.close_into(local)
+        return self._upload(local, version, copy.num_keys, lineage, False)
+
     def drain(self) -> None:
         """Waits for the upload in flight, if any. Its failure was recorded, not raised."""
         inflight, self._inflight = self._inflight, None
@@ -71,10 +79,14 @@ class Snapshotter:
             inflight.result()
 
     def _local_checkpoint(self, copy: WorkingCopy) -> Path:
-        target = self.scratch / f"checkpoint-{uuid.uuid4().hex}"
-        self.scratch.mkdir(parents=True, exist_ok=True)
+        target = self._scratch_dir()
         copy.checkpoint(target)
         return target
+
+    def _scratch_dir(self) -> Path:
+        """A new directory's name (not made yet) under the scratch directory."""
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        return self.scratch / f"checkpoint-{uuid.uuid4().hex}"
 
     def _upload(self, local: Path, version: int, num_keys: int, lineage: str,
                 full: bool) -> Taken | None:

@@ -36,6 +36,7 @@ from .idle_snapshots import IdleSnapshots
 from .memory import RocksMemory, map_arena_blocks_apart
 from .protocol import (
     CHANGE_HEAD,
+    CLOSING,
     HEADER,
     I32,
     I64,
@@ -186,7 +187,11 @@ class Session:
         elif request is Request.MAINTAIN:
             return _json({"gc_files_deleted": self.collect_garbage(store, I32.unpack(body)[0])})
         elif request is Request.FINISH:
-            store.finish()
+            if body[:1] == CLOSING:
+                store.end()
+                self.close_store()
+            else:
+                store.finish()
             return _json({"failures": store.failures})
         elif request is Request.CLOSE:
             self.close_store()
@@ -384,7 +389,7 @@ def _watch_parent(sessions: set[Session], cleanup: Callable[[], None]) -> None:
             with session.lock:
                 if session.store is not None:
                     with contextlib.suppress(Exception):
-                        session.store.finish()
+                        session.store.end()
                 session.close_store()
         cleanup()
         os._exit(0)

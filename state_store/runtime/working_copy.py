@@ -9,6 +9,8 @@ write-ahead log is off: the changelog, not the WAL, makes writes durable.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,6 +72,7 @@ class WorkingCopy:
         # which its column families share.
         self.options = rocks_options(opts, memory)
         self.cfs: dict[str, Rdict] = {}
+        self.db_dir: Path | None = None
         self.num_keys = 0  # UNTRACKED when counting is off
         self.write_options = WriteOptions()
         self.write_options.disable_wal = True
@@ -80,6 +83,7 @@ class WorkingCopy:
         """Opens the RocksDB in `db_dir` (a downloaded snapshot), or a new empty one."""
         options = self.options
         existing = Rdict.list_cf(str(db_dir), options) if db_dir.exists() else [DEFAULT_CF]
+        self.db_dir = db_dir
         self.db = Rdict(str(db_dir), options,
                         column_families={cf: options for cf in existing if cf != DEFAULT_CF})
         self.db.set_write_options(self.write_options)
@@ -111,6 +115,18 @@ class WorkingCopy:
         copies (about 2 ms)."""
         self._flush_memtables()
         Checkpoint(self.rocksdb()).create_checkpoint(str(target))
+
+    def close_into(self, target: Path) -> None:
+        """Closes the working copy, then links the closed database's files into `target`, a
+        new directory on the same filesystem: what `checkpoint` would hold, for a store that
+        is closing (its final snapshot). Closed, the database can no longer change, so links
+        suffice where `checkpoint` holds the GIL and syncs (and a compaction the flush
+        starts, whose output would go with the working copy, is cancelled by the close)."""
+        assert self.db_dir is not None, "the working copy was opened"
+        self.close()  # flushes the memtables first
+        target.mkdir()
+        for name in database_files(self.db_dir):
+            os.link(self.db_dir / name, target / name)
 
     def _flush_memtables(self) -> None:
         for family in self.cfs.values():
@@ -222,6 +238,29 @@ class WorkingCopy:
         batch.flush()  # the lookup must see the records before this one
         target = self.cf(cf)
         return target.key_may_exist(key) and target.get(key) is not None
+
+
+_MANIFEST = re.compile(r"MANIFEST-\d+")
+_OPTIONS = re.compile(r"OPTIONS-\d+")
+_DATA = (".sst", ".blob", ".log")  # tables, blobs and (empty: ours is off) write-ahead logs
+_BINDING_CONFIG = "rocksdict-config.json"
+
+
+def database_files(db_dir: Path) -> list[str]:
+    """The files that open a closed RocksDB in `db_dir` as it was: CURRENT, the MANIFEST it
+    names, the newest OPTIONS, the data files, and the binding's config; not RocksDB's own
+    bookkeeping (LOCK, LOG, IDENTITY, earlier MANIFESTs and OPTIONS). A data file the
+    MANIFEST no longer names (one RocksDB has not deleted yet) is harmless: opening a copy
+    ignores it."""
+    names = os.listdir(db_dir)
+    manifest = (db_dir / "CURRENT").read_text().strip()
+    if not _MANIFEST.fullmatch(manifest) or manifest not in names:
+        raise StateStoreError(f"{db_dir}: CURRENT names {manifest[:80]!r}, not a MANIFEST "
+                              "of the database")
+    options = [n for n in names if _OPTIONS.fullmatch(n)]
+    newest = [max(options, key=lambda n: int(n.split("-")[1]))] if options else []
+    return ["CURRENT", manifest, *newest, *(n for n in names if n.endswith(_DATA)),
+            *([_BINDING_CONFIG] if _BINDING_CONFIG in names else [])]
 
 
 class _RecordBatch:

@@ -48,7 +48,8 @@ private[statestore] object LiveProviders {
     // A provider a cancelled task still updates is left to Spark's unload: closing it under
     // the task could not lose a committed version, but finishing it could not either.
     eachLive(p => p.servesRun(runId) && !p.isBeingUpdated) { provider =>
-      try provider.finishNow() finally provider.close()
+      val failures = provider.end()
+      if (failures.nonEmpty) throw new IllegalStateException(failures.mkString("; "))
       true
     }
 

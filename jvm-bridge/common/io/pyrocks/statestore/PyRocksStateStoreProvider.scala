@@ -466,9 +466,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       logInfo(s"not finishing $describe: ${writer.holder.get} is being updated")
       false
     } else {
-      implicit val formats: DefaultFormats.type = DefaultFormats
-      val answer = new String(connection.request(Wire.Finish), UTF_8)
-      val failures = (parse(answer) \ "failures").extract[List[String]]
+      val failures = failuresOf(connection.request(Wire.Finish))
       if (failures.nonEmpty) {
         throw new IllegalStateException(s"the worker reports failed snapshot uploads: " +
           failures.mkString("; "))
@@ -477,38 +475,45 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     }
   }
 
+  /** The provider is being unloaded (its query stopped or moved): `end`, failures logged. */
+  override def close(): Unit =
+    end().foreach(failure => logWarning(s"finishing and closing $describe: $failure"))
+
   /**
-   * The provider is being unloaded (its query stopped or moved): finish, then close.
-   * Finish completes uploads in flight and gives the last committed version a snapshot if
-   * it has none, so nothing is left half-published; it only ever writes committed state.
-   * Close releases the worker-side store and the connection. Neither throws: a failure is
-   * logged, and never masks an error the task already reported. The read cache is parked
-   * for the store's next provider in this JVM if it equals a commit (ParkedCaches); this
-   * provider keeps none (it is never used again, and if it were, it must not write into a
-   * cache another provider took over).
+   * Finish, then close, in one request: finish completes uploads in flight and gives the
+   * last committed version a snapshot if it has none (taken from the closed working copy),
+   * so nothing is left half-published; it only ever writes committed state. Close releases
+   * the worker-side store and the connection. Returns what failed (a failed snapshot, or the
+   * request itself) and never throws: a failure must never mask an error the task already
+   * reported. The read cache is parked for the store's next provider in this JVM if it
+   * equals a commit (ParkedCaches); this provider keeps none (it is never used again, and if
+   * it were, it must not write into a cache another provider took over).
    */
-  override def close(): Unit = synchronized {
+  private[statestore] def end(): Seq[String] = synchronized {
     LiveProviders.remove(this)
     ParkedCaches.park(parkingName, cache)
     cache = new ReadCache(CacheBudget.of(0)) // answers nothing; charged to nothing
-    if (connection != null) {
-      if (!connection.isBroken) {
-        try {
-          val answer = new String(connection.request(Wire.Finish), UTF_8)
-          if (!answer.contains("\"failures\": []")) logWarning(s"finishing $describe: $answer")
-          connection.request(Wire.Close)
-        } catch {
-          case NonFatal(e) => logWarning(s"closing $describe: ${e.getMessage}")
-        }
+    if (connection == null) Seq.empty
+    else {
+      val failures = if (connection.isBroken) Seq.empty else {
+        try failuresOf(connection.request(Wire.Finish, PyRocksStateStoreProvider.Closing))
+        catch { case NonFatal(e) => Seq(s"the request failed: ${e.getMessage}") }
       }
       connection.close()
       connection = null
+      failures
     }
+  }
+
+  private def failuresOf(finishAnswer: Array[Byte]): List[String] = {
+    implicit val formats: DefaultFormats.type = DefaultFormats
+    (parse(new String(finishAnswer, UTF_8)) \ "failures").extract[List[String]]
   }
 }
 
 object PyRocksStateStoreProvider {
   val ProviderName = "PyRocksStateStoreProvider"
+  private val Closing = Array[Byte](1) // Finish's body: then close (protocol.CLOSING)
   private val ChangeHeadBytes = 9 // a change feed pair's key: version i64, op u8 (state_store/runtime/protocol.py)
 
   /**
