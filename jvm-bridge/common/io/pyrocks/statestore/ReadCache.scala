@@ -168,11 +168,12 @@ final class ReadCache(val budget: CacheBudget,
         val at = entries.find(space, key, hash)
         val prior = if (at < 0) unlisted
           else if (entries.valueLength(at) < 0) ReadCache.Absent else ReadCache.Present
-        if (value != null) addToFilter(hash)
         if (!entries.put(space, key, hash, value, at) && !storeEvicting(space, key, hash, value)) {
           entries.remove(space, key, hash) // no room for the new answer: the old one goes
           complete = false
         }
+        // Only once `at` is used: a growing filter may clear the entries (`growFilter`).
+        if (value != null) addToFilter(hash)
         prior
       case Some(p) =>
         val pHash = CacheKey.hash(p, space + 1)
@@ -185,16 +186,16 @@ final class ReadCache(val budget: CacheBudget,
         // filter learns the prefix.
         val listed = if (at >= 0) PrefixRecord.listed(page, start)
           else complete || provenAbsent(pHash)
-        if (value != null) {
-          addToFilter(hash)
-          addToFilter(pHash)
-        }
         val updated = PrefixRecord.updated(page, start, end, key, value, listed)
         if (updated.length > PrefixRecord.MaxBytes) {
           drop(space + 1, p) // too large to rewrite on every write: ask the worker
         } else if (!entries.put(space + 1, p, pHash, updated, at) &&
             !storeEvicting(space + 1, p, pHash, updated)) {
           drop(space + 1, p)
+        }
+        if (value != null) { // as above: only once `at` is used
+          addToFilter(hash)
+          addToFilter(pHash)
         }
         prior
     }

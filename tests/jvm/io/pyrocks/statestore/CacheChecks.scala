@@ -13,6 +13,7 @@ object CacheChecks {
     "key-filter-charged-to-budget" -> keyFilterChargedToBudget,
     "key-filter-dropped-under-pressure" -> keyFilterDroppedUnderPressure,
     "key-filter-growth-never-overflows" -> keyFilterGrowthNeverOverflows,
+    "a-write-that-clears-the-cache-for-its-filter-stays-exact" -> writeClearingForTheFilter,
     "a-store-loaded-empty-knows-every-key-absent" -> loadedEmptyKnowsEveryKeyAbsent,
     "a-prefix-listing-answers-for-its-keys" -> prefixListingAnswersForItsKeys,
     "a-complete-cache-answers-full-scans-of-the-default-family" -> completeCacheAnswersFullScans,
@@ -429,6 +430,39 @@ object CacheChecks {
     expect(wrong.isEmpty, s"${wrong.size} written keys answered absent, e.g. ${wrong.take(5)}")
     val proven = absentAnswers(cache, keys until keys + 1000, f)
     expect(proven.isEmpty, s"without a filter, ${proven.size} unknown keys answered absent")
+  }
+
+  /** A write whose key the filter must grow for, the budget full: the entries make room
+   * (`growFilter` clears them), and the write still lands whole, never through where it
+   * found the key before the clear (it used to: an ArrayIndexOutOfBoundsException, or a
+   * record of the cleared pages marked dead, in a task's put). In both kinds of family. */
+  def writeClearingForTheFilter(f: Fixture): Unit = {
+    import f._
+    val prefix = Some(rawKey(7))
+    for (scanPrefix <- Seq(None, prefix)) {
+      // 16 keys fill a 16-key filter; the 17th write (an update) must grow it, by 80 bytes.
+      def filled(limit: Long): (ReadCache, CacheBudget) = {
+        val budget = new CacheBudget(limit)
+        val cache = new ReadCache(budget, () => new KeyFilter(16))
+        cache.loaded(0, unchanged = false)
+        (0L until 16L).foreach(k => cache.write(DefaultCf, rawKey(k), new Array[Byte](900),
+          scanPrefix))
+        (cache, budget)
+      }
+      val full = filled(64L << 20)._2.usedBytes
+      val (cache, budget) = filled(full + 40) // room for less than the growth
+      val value = rawKey(99)
+      cache.write(DefaultCf, rawKey(3), value, scanPrefix)
+      def written(k: Long): Array[Byte] = if (k == 3) value else new Array[Byte](900)
+      val answers = (0L until 16L).map(k => k -> cache.lookup(DefaultCf, rawKey(k), scanPrefix))
+      val wrong = answers.collect {
+        case (k, Some(v)) if !v.exists(_.sameElements(written(k))) => k
+      }
+      expect(wrong.isEmpty, s"prefix $scanPrefix: keys $wrong answered wrong after the clear")
+      expect(budget.usedBytes == cache.memoryBytes && budget.usedBytes <= full + 40,
+        s"prefix $scanPrefix: the budget counts ${budget.usedBytes}, the cache holds " +
+          s"${cache.memoryBytes} (limit ${full + 40})")
+    }
   }
 
   /** Bit indexes are Ints: a filter never grows past them (it used to overflow the size into
