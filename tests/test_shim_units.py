@@ -41,7 +41,8 @@ CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
          "caches-stay-exact-across-the-providers-of-one-store")
 PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignore-later-writes",
           "prefix-records-keep-their-keys-in-order",
-          "packed-entries-evict-those-written-longest-ago")
+          "packed-entries-evict-those-written-longest-ago",
+          "packed-entries-page-table-follows-the-pages-kept")
 WRITERS = ("second-writer-waits-then-fails", "second-writer-never-mixes-writes",
            "reader-waits-for-writer", "abort-always-leaves-store-aborted",
            "interrupt-is-not-a-dead-worker", "open-spec-names-query-and-writer")

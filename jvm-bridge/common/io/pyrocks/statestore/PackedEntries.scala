@@ -28,7 +28,8 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
 
   private var pages = new Array[Array[Byte]](8)
   private var ends = new Array[Int](8) // where each page's records end
-  private var pageCount = 0 // pages(0 until pageCount) were written; dropped ones are null
+  private var pageCount = 0 // pages(0 until pageCount) were written
+  private var dropped = 0 // of them, pages(0 until dropped) were given back (null)
   private var writePos = 0 // in the last page
   private var slots = new Array[Long](0) // 0 = empty, else location + 1
   private var hashes = new Array[Int](0)
@@ -45,7 +46,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   def evicted: Long = evictedEntries
 
   override def toString: String = s"PackedEntries($used entries, $liveBytes live bytes, " +
-    s"$deadBytes dead, ${pages.take(pageCount).count(_ != null)} pages, ${slots.length} slots)"
+    s"$deadBytes dead, ${pageCount - dropped} pages, ${slots.length} slots)"
 
   /** Bytes allocated (pages and index), all charged to `memory`. */
   def allocatedBytes: Long = allocated
@@ -53,12 +54,15 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   /** Bytes of the records in the pages kept, live or dead. */
   private[statestore] def keptRecordBytes: Long = {
     var total = 0L
-    for (p <- 0 until pageCount - 1 if pages(p) != null) total += ends(p)
+    for (p <- dropped until pageCount - 1) total += ends(p)
     if (pageCount > 0) total + writePos else total
   }
 
   /** Bytes of the records in the pages kept that hold no entry: what compaction would free. */
   private[statestore] def deadRecordBytes: Long = deadBytes
+
+  /** Slots of the page table: what the pages kept need, not what was ever allocated. */
+  private[statestore] def pageTableSlots: Int = pages.length
 
   /** The location of the entry, or -1 if there is none. */
   def find(space: Int, key: Array[Byte], hash: Int): Long = {
@@ -129,6 +133,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     pages = new Array[Array[Byte]](8)
     ends = new Array[Int](8)
     pageCount = 0
+    dropped = 0
     writePos = 0
     slots = new Array[Long](0)
     hashes = new Array[Int](0)
@@ -141,8 +146,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
    * ago, and not rewritten since) and gives the page back: room for newer ones. False if
    * no page but the one being written is left. */
   def evictOldest(): Boolean = {
-    var p = 0
-    while (p < pageCount - 1 && pages(p) == null) p += 1
+    val p = dropped
     if (p >= pageCount - 1) return false
     val page = pages(p)
     var at = 0
@@ -158,7 +162,8 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
       }
       at += size
     }
-    dropPage(p)
+    dropOldest()
+    forgetDropped()
     true
   }
 
@@ -167,9 +172,9 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   def snapshot(): Snapshot = {
     val taken = snapshots
     snapshots += 1
-    val lastEnds = java.util.Arrays.copyOf(ends, pageCount)
-    if (pageCount > 0) lastEnds(pageCount - 1) = writePos
-    new Snapshot(java.util.Arrays.copyOf(pages, pageCount), lastEnds, taken)
+    val lastEnds = java.util.Arrays.copyOfRange(ends, dropped, pageCount)
+    if (pageCount > dropped) lastEnds(lastEnds.length - 1) = writePos
+    new Snapshot(java.util.Arrays.copyOfRange(pages, dropped, pageCount), lastEnds, taken)
   }
 
   // ---- records --------------------------------------------------------------------------
@@ -198,13 +203,35 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     deadBytes += size
   }
 
-  /** Gives back page `p`, none of whose records holds an entry any more. Its records leave
-   * the dead count here, all at once and only here: a compaction refused part-way through a
-   * page keeps the page, and with it every record it has walked, moved ones included. */
-  private def dropPage(p: Int): Unit = {
-    deadBytes -= ends(p)
-    uncharge(pages(p).length)
-    pages(p) = null
+  /** Gives back the oldest page kept, none of whose records holds an entry any more. Its
+   * records leave the dead count here, all at once and only here: a compaction refused
+   * part-way through a page keeps the page, and with it every record it has walked, moved
+   * ones included. Pages only ever go oldest first (`evictOldest`; `compact`, which stops at
+   * the first page it cannot empty), so the dropped ones are always pages(0 until dropped). */
+  private def dropOldest(): Unit = {
+    deadBytes -= ends(dropped)
+    uncharge(pages(dropped).length)
+    pages(dropped) = null
+    dropped += 1
+  }
+
+  /** Once the dropped pages are most of the page table, shifts the pages kept down over
+   * them, and every location in the index with its page: the table, and what walks it,
+   * stay proportional to the pages kept, however many a long run allocated and gave back.
+   * The index pass this costs is paid for by the drops since the last shift. */
+  private def forgetDropped(): Unit = if (dropped >= MinForgotten && dropped * 2 >= pageCount) {
+    val kept = pageCount - dropped
+    System.arraycopy(pages, dropped, pages, 0, kept)
+    java.util.Arrays.fill(pages.asInstanceOf[Array[Object]], kept, pageCount, null)
+    System.arraycopy(ends, dropped, ends, 0, kept)
+    val shift = dropped.toLong << 32
+    var i = 0
+    while (i < slots.length) {
+      if (slots(i) != 0) slots(i) -= shift
+      i += 1
+    }
+    pageCount = kept
+    dropped = 0
   }
 
   /** Writes a record after the last one (on a new page if it does not fit); its location, or
@@ -317,32 +344,33 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
    * at a time, so at most a page more than the live records is ever allocated. */
   private def compact(): Unit = {
     val last = pageCount - 1 // pages before it are moved; moved records go after it
-    var p = 0
-    while (p < last) {
-      val page = pages(p)
-      if (page != null) {
-        var at = 0
-        while (at < ends(p)) {
-          val location = p.toLong << 32 | at
-          val size = recordBytes(location).toInt
-          if (field(location, 12) == 0) { // live: the index points here
-            val keyAt = at + Head
-            val key = java.util.Arrays.copyOfRange(page, keyAt, keyAt + keyLength(location))
-            val space = spaceOf(location)
-            val hash = hashOf(key, space)
-            val moved = append(space, page, keyAt, key.length, page, keyAt + key.length,
-              valueLength(location))
-            if (moved < 0) return // refused a page: the rest stays where it is
-            slots(slotOf(location, hash)) = moved + 1
-            kill(location)
-            liveBytes += size
-          }
-          at += size
-        }
-        dropPage(p)
+    while (dropped < last && moveLiveRecords(dropped)) dropOldest()
+    forgetDropped()
+  }
+
+  /** Appends the live records of page `p` after the newest; false if memory refused a page
+   * part-way (the rest stays where it is). */
+  private def moveLiveRecords(p: Int): Boolean = {
+    val page = pages(p)
+    var at = 0
+    while (at < ends(p)) {
+      val location = p.toLong << 32 | at
+      val size = recordBytes(location).toInt
+      if (field(location, 12) == 0) { // live: the index points here
+        val keyAt = at + Head
+        val key = java.util.Arrays.copyOfRange(page, keyAt, keyAt + keyLength(location))
+        val space = spaceOf(location)
+        val hash = hashOf(key, space)
+        val moved = append(space, page, keyAt, key.length, page, keyAt + key.length,
+          valueLength(location))
+        if (moved < 0) return false
+        slots(slotOf(location, hash)) = moved + 1
+        kill(location)
+        liveBytes += size
       }
-      p += 1
+      at += size
     }
+    true
   }
 }
 
@@ -360,6 +388,7 @@ object PackedEntries {
   private val SlotBytes = 12L // a location and a hash
   private val MaxLoad = 0.6
   private val MinCompactBytes = 1L << 20
+  private val MinForgotten = 64 // dropped pages before the table is shifted over them
 
   /**
    * The entries at one moment, one record at a time in page order (`advance`), read in place:
@@ -377,7 +406,7 @@ object PackedEntries {
     /** Moves to the next record the snapshot holds; false when there is none. */
     def advance(): Boolean = {
       while (p < pages.length) {
-        if (pages(p) != null && next < ends(p)) {
+        if (next < ends(p)) {
           page = pages(p)
           at = next
           next = at + Head + keyLength + math.max(valueLength, 0)

@@ -11,7 +11,8 @@ object PackedChecks {
     "packed-entries-answer-as-a-map-does" -> answerAsAMapDoes,
     "packed-entries-snapshots-ignore-later-writes" -> snapshotsIgnoreLaterWrites,
     "prefix-records-keep-their-keys-in-order" -> prefixRecordsKeepOrder,
-    "packed-entries-evict-those-written-longest-ago" -> evictThoseWrittenLongestAgo)
+    "packed-entries-evict-those-written-longest-ago" -> evictThoseWrittenLongestAgo,
+    "packed-entries-page-table-follows-the-pages-kept" -> pageTableFollowsThePagesKept)
 
   /** A budget that counts, and refuses past `limit`. */
   private final class Counting(var limit: Long) extends PackedEntries.Memory {
@@ -164,6 +165,50 @@ object PackedChecks {
     expect(packed.evicted == gone.size, s"${packed.evicted} evictions counted, ${gone.size} gone")
     while (packed.evictOldest()) {}
     expect(packed.size < 50000, "every page but the newest evicted, yet all entries are left")
+  }
+
+  /** A long run through a small budget: ~300 pages given back (evicted, or emptied by
+   * compaction), 6 kept at a time. The page table stays the size of what is kept, and every
+   * entry, found or walked in a snapshot, keeps its latest value across the shifts. */
+  def pageTableFollowsThePagesKept(f: Fixture): Unit = {
+    import f._
+    val memory = new Counting(1L << 20)
+    val packed = new PackedEntries(memory, CacheKey.hash)
+    def key(k: Int): Array[Byte] = java.nio.ByteBuffer.allocate(4).putInt(k).array()
+    def hash(k: Int): Int = CacheKey.hash(key(k), 0)
+    val latest = mutable.Map.empty[Int, String]
+    val rnd = new Random(5)
+    val steps = 600000
+    for (step <- 0 until steps) {
+      // New keys mostly (the oldest pages go); a recent one rewritten at times (dead
+      // records: compaction)
+      val k = if (step > 1000 && rnd.nextInt(4) == 0) step - 1 - rnd.nextInt(1000) else step
+      val v = s"v$step " + "x" * rnd.nextInt(200)
+      var stored = packed.put(0, key(k), hash(k), v.getBytes("UTF-8"))
+      while (!stored && packed.evictOldest()) {
+        stored = packed.put(0, key(k), hash(k), v.getBytes("UTF-8"))
+      }
+      expect(stored, s"step $step: nothing left to evict, yet no room")
+      latest(k) = v
+    }
+    expect(packed.evicted > 10000, s"only ${packed.evicted} entries evicted: no long run")
+    expect(packed.pageTableSlots <= 256, s"a page table of ${packed.pageTableSlots} slots " +
+      s"for $packed")
+    expect(memory.used == packed.allocatedBytes && memory.used <= memory.limit,
+      s"charged ${memory.used}, allocated ${packed.allocatedBytes}")
+    val found = (0 until steps).flatMap { k =>
+      val at = packed.find(0, key(k), hash(k))
+      if (at < 0) None else Some(k -> new String(packed.value(at), "UTF-8"))
+    }.toMap
+    expect(found.size == packed.size && found.forall { case (k, v) => latest(k) == v },
+      s"${found.size} found of ${packed.size}; stale: ${found.find(e => latest(e._1) != e._2)}")
+    val walked = mutable.Map.empty[Int, String]
+    val snapshot = packed.snapshot()
+    while (snapshot.advance()) {
+      val k = java.nio.ByteBuffer.wrap(snapshot.page, snapshot.keyAt, 4).getInt
+      walked(k) = new String(snapshot.page, snapshot.valueAt, snapshot.valueLength, "UTF-8")
+    }
+    expect(walked == found, s"a snapshot walks ${walked.size} entries, ${found.size} are found")
   }
 
   def prefixRecordsKeepOrder(f: Fixture): Unit = {
