@@ -165,37 +165,36 @@ final class ReadCache(val budget: CacheBudget,
       if (complete || provenAbsent(hash)) ReadCache.Absent else ReadCache.Unknown
     prefix match {
       case None =>
-        val at = entries.find(space, key, hash)
-        val prior = if (at < 0) unlisted
-          else if (entries.valueLength(at) < 0) ReadCache.Absent else ReadCache.Present
+        val found = entries.find(space, key, hash)
+        val prior = if (found < 0) unlisted
+          else if (entries.valueLength(found) < 0) ReadCache.Absent else ReadCache.Present
+        val at = if (value == null || addToFilter(hash)) found else entries.find(space, key, hash)
         if (!entries.put(space, key, hash, value, at) && !storeEvicting(space, key, hash, value)) {
           entries.remove(space, key, hash) // no room for the new answer: the old one goes
           complete = false
         }
-        // Only once `at` is used: a growing filter may clear the entries (`growFilter`).
-        if (value != null) addToFilter(hash)
         prior
       case Some(p) =>
         val pHash = CacheKey.hash(p, space + 1)
-        val at = entries.find(space + 1, p, pHash)
-        val (page, start) = if (at < 0) (null, 0) else (entries.page(at), entries.valueAt(at))
-        val end = if (at < 0) 0 else start + entries.valueLength(at)
-        val known = if (at < 0) ReadCache.Unknown else PrefixRecord.knows(page, start, end, key)
+        val found = entries.find(space + 1, p, pHash)
+        val (page, start) =
+          if (found < 0) (null, 0) else (entries.page(found), entries.valueAt(found))
+        val end = if (found < 0) 0 else start + entries.valueLength(found)
+        val known = if (found < 0) ReadCache.Unknown else PrefixRecord.knows(page, start, end, key)
         val prior = if (known != ReadCache.Unknown) known else unlisted
         // A new record lists its prefix if nothing can be under it yet: asked before the
         // filter learns the prefix.
-        val listed = if (at >= 0) PrefixRecord.listed(page, start)
+        val listed = if (found >= 0) PrefixRecord.listed(page, start)
           else complete || provenAbsent(pHash)
+        // (`&`: both are added.) The record read above stays exact even if they clear it.
+        val at = if (value == null || (addToFilter(hash) & addToFilter(pHash))) found
+          else entries.find(space + 1, p, pHash)
         val updated = PrefixRecord.updated(page, start, end, key, value, listed)
         if (updated.length > PrefixRecord.MaxBytes) {
           drop(space + 1, p) // too large to rewrite on every write: ask the worker
         } else if (!entries.put(space + 1, p, pHash, updated, at) &&
             !storeEvicting(space + 1, p, pHash, updated)) {
           drop(space + 1, p)
-        }
-        if (value != null) { // as above: only once `at` is used
-          addToFilter(hash)
-          addToFilter(pHash)
         }
         prior
     }
@@ -263,9 +262,16 @@ final class ReadCache(val budget: CacheBudget,
    * never written since the store was empty. */
   private def provenAbsent(hash: Int): Boolean = filter.exists(f => !f.mightContain(hash))
 
-  private def addToFilter(hash: Int): Unit = filter.foreach { f =>
-    if (f.hasRoom || growFilter(f)) f.add(hash)
-    else dropFilter()
+  /** Adds `hash` to the filter, if there is one; false if that changed the entries (a
+   * growth the budget could hold only by clearing them: `growFilter`), so that a location
+   * found before must be found again. */
+  private def addToFilter(hash: Int): Boolean = {
+    val seen = writesSeen // `clear` counts as a write
+    filter.foreach { f =>
+      if (f.hasRoom || growFilter(f)) f.add(hash)
+      else dropFilter()
+    }
+    writesSeen == seen
   }
 
   /** The filter is worth more than the entries (it outlives them by design): they make room
