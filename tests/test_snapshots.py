@@ -173,13 +173,16 @@ def test_finish_leaves_the_last_version_loadable_without_replay(tmp_path: Path) 
     assert contents(fresh) == expected[5]
 
 
-def test_finish_never_snapshots_uncommitted_writes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ending", ["finish", "end"])
+def test_neither_finish_nor_end_snapshots_uncommitted_writes(tmp_path: Path,
+                                                             ending: str) -> None:
     store = open_store(tmp_path / "root", tmp_path / "a", interval=100)
     commit_versions(store, 2)
     store.load(2)
     store.write(put("uncommitted", "x"))
-    store.finish()
+    getattr(store, ending)()
     assert store.checkpoint.snapshot_versions() == []
+    assert (tmp_path / "a").exists() == (ending == "finish")  # `end` closes: the copy goes
 
 
 def test_end_snapshots_the_closed_working_copy_every_family_loadable_without_replay(
@@ -199,16 +202,6 @@ def test_end_snapshots_the_closed_working_copy_every_family_loadable_without_rep
     extra = contents(fresh, "extra")
     assert len(extra) == 100_000 and extra[b"k0000007"] == b"z"
     assert extra[b"k0099999"] == b"x" * 100 and contents(fresh) == {b"after": b"y"}
-
-
-def test_end_never_snapshots_uncommitted_writes(tmp_path: Path) -> None:
-    store = open_store(tmp_path / "root", tmp_path / "a", interval=100)
-    commit_versions(store, 2)
-    store.load(2)
-    store.write(put("uncommitted", "x"))
-    store.end()
-    assert store.checkpoint.snapshot_versions() == []
-    assert not (tmp_path / "a").exists()
 
 
 def test_end_records_a_final_snapshot_it_could_not_take_and_closes(tmp_path: Path) -> None:

@@ -146,21 +146,12 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
    * ago, and not rewritten since) and gives the page back: room for newer ones. False if
    * no page but the one being written is left. */
   def evictOldest(): Boolean = {
-    val p = dropped
-    if (p >= pageCount - 1) return false
-    val page = pages(p)
-    var at = 0
-    while (at < ends(p)) {
-      val location = p.toLong << 32 | at
-      val size = recordBytes(location).toInt
-      if (field(location, 12) == 0) { // live: the index points here
-        val keyAt = at + Head
-        val key = java.util.Arrays.copyOfRange(page, keyAt, keyAt + keyLength(location))
-        deleteSlot(slotOf(location, hashOf(key, spaceOf(location))))
-        kill(location)
-        evictedEntries += 1
-      }
-      at += size
+    if (dropped >= pageCount - 1) return false
+    forLiveRecords(dropped) { (location, key) =>
+      deleteSlot(slotOf(location, hashOf(key, spaceOf(location))))
+      kill(location)
+      evictedEntries += 1
+      true
     }
     dropOldest()
     forgetDropped()
@@ -350,25 +341,31 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
 
   /** Appends the live records of page `p` after the newest; false if memory refused a page
    * part-way (the rest stays where it is). */
-  private def moveLiveRecords(p: Int): Boolean = {
-    val page = pages(p)
+  private def moveLiveRecords(p: Int): Boolean = forLiveRecords(p) { (location, key) =>
+    val (page, keyAt, space) = (pages(p), offsetOf(location) + Head, spaceOf(location))
+    val moved = append(space, page, keyAt, key.length, page, keyAt + key.length,
+      valueLength(location))
+    moved >= 0 && {
+      slots(slotOf(location, hashOf(key, space))) = moved + 1
+      val size = recordBytes(location)
+      kill(location)
+      liveBytes += size
+      true
+    }
+  }
+
+  /** Calls `f` with the location and key of each live record of page `p` (those the index
+   * points to), in page order, while it answers true; whether it went through them all. */
+  private def forLiveRecords(p: Int)(f: (Long, Array[Byte]) => Boolean): Boolean = {
     var at = 0
     while (at < ends(p)) {
       val location = p.toLong << 32 | at
-      val size = recordBytes(location).toInt
-      if (field(location, 12) == 0) { // live: the index points here
+      if (field(location, 12) == 0) {
         val keyAt = at + Head
-        val key = java.util.Arrays.copyOfRange(page, keyAt, keyAt + keyLength(location))
-        val space = spaceOf(location)
-        val hash = hashOf(key, space)
-        val moved = append(space, page, keyAt, key.length, page, keyAt + key.length,
-          valueLength(location))
-        if (moved < 0) return false
-        slots(slotOf(location, hash)) = moved + 1
-        kill(location)
-        liveBytes += size
+        val key = java.util.Arrays.copyOfRange(pages(p), keyAt, keyAt + keyLength(location))
+        if (!f(location, key)) return false
       }
-      at += size
+      at += recordBytes(location).toInt
     }
     true
   }
