@@ -25,7 +25,7 @@ REPO = Path(state_store.__file__).resolve().parent.parent
 CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
          "family-and-key-never-collide", "reclaim-during-scan-keeps-listings-exact",
          "key-filter-charged-to-budget", "key-filter-dropped-under-pressure",
-         "key-filter-growth-never-overflows",
+         "key-filter-growth-never-overflows", "a-key-written-again-does-not-grow-the-filter",
          "a-write-that-clears-the-cache-for-its-filter-stays-exact",
          "a-store-loaded-empty-knows-every-key-absent",
          "a-prefix-listing-answers-for-its-keys",

@@ -71,8 +71,13 @@ final class KeyFilter(initialCapacity: Int = 1 << 14, maxBits: Long = KeyFilter.
   }
 
   /** Adds a key by its hash (`CacheKey.hash`) to the newest filter, even if that is already
-   * full (it only gets less selective). */
-  def add(hash: Int): Unit = blooms.last.add(hash, KeyFilter.stride(hash))
+   * full (it only gets less selective), unless that filter may hold it already: a key
+   * written again and again must not count again, or a long run of updates would grow the
+   * filter as if each were a new key. (A key wrongly taken as held tests "maybe" anyway.) */
+  def add(hash: Int): Unit = {
+    val (newest, stride) = (blooms.last, KeyFilter.stride(hash))
+    if (!newest.mightContain(hash, stride)) newest.add(hash, stride)
+  }
 
   def mightContain(hash: Int): Boolean = {
     val stride = KeyFilter.stride(hash)

@@ -13,6 +13,7 @@ object CacheChecks {
     "key-filter-charged-to-budget" -> keyFilterChargedToBudget,
     "key-filter-dropped-under-pressure" -> keyFilterDroppedUnderPressure,
     "key-filter-growth-never-overflows" -> keyFilterGrowthNeverOverflows,
+    "a-key-written-again-does-not-grow-the-filter" -> keyWrittenAgainDoesNotGrowTheFilter,
     "a-write-that-clears-the-cache-for-its-filter-stays-exact" -> writeClearingForTheFilter,
     "a-store-loaded-empty-knows-every-key-absent" -> loadedEmptyKnowsEveryKeyAbsent,
     "a-prefix-listing-answers-for-its-keys" -> prefixListingAnswersForItsKeys,
@@ -463,6 +464,28 @@ object CacheChecks {
         s"prefix $scanPrefix: the budget counts ${budget.usedBytes}, the cache holds " +
           s"${cache.memoryBytes} (limit ${full + 40})")
     }
+  }
+
+  /** The filter grows with the keys of the store, not with its writes: 10,000 keys
+   * updated 200 times each stay in the filter they started in (they used to count 2M adds,
+   * and the cache grew its filter to 4M keys), and are all still "maybe"; as many new keys
+   * do fill it. */
+  def keyWrittenAgainDoesNotGrowTheFilter(f: Fixture): Unit = {
+    import f._
+    val filter = new KeyFilter(1 << 14)
+    for (_ <- 1 to 200; k <- 0L until 10000L) filter.add(CacheKey.hash(rawKey(k), 0))
+    expect(filter.hasRoom, "10,000 keys added 200 times filled a filter of 16,384")
+    expect((0L until 10000L).forall(k => filter.mightContain(CacheKey.hash(rawKey(k), 0))),
+      "a key added was proven absent")
+    (10000L until 20000L).foreach(k => filter.add(CacheKey.hash(rawKey(k), 0)))
+    expect(!filter.hasRoom, "20,000 distinct keys left room in a filter of 16,384")
+    val budget = new CacheBudget(64L << 20)
+    val cache = new ReadCache(budget)
+    cache.loaded(0, unchanged = false)
+    val filterBytes = new KeyFilter().bytes // the filter a store starts with
+    for (round <- 1 to 200; k <- 0L until 10000L) cache.write(DefaultCf, rawKey(k), rawKey(round))
+    expect(cache.memoryBytes < filterBytes + (4L << 20), s"10,000 keys written 200 times: " +
+      s"the cache holds ${cache.memoryBytes} bytes (a filter of ${filterBytes} and entries)")
   }
 
   /** Bit indexes are Ints: a filter never grows past them (it used to overflow the size into
