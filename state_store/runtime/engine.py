@@ -376,8 +376,9 @@ class VersionedStore:
         (an uncommitted batch) is not snapshotted: only committed state is ever written."""
         self._require(_OPEN, "finish")
         self.snapshots.drain()
-        if self.lineage.base_version != self.loaded_version:
-            self.snapshot_now()
+        lineage = self._final_snapshot_due()
+        if lineage is not None:
+            self.snapshots.take_now(self.copy, self.loaded_version, lineage)
 
     def end(self) -> None:
         """`finish`, then `close`: the store is going. The final snapshot is taken from the
@@ -387,8 +388,8 @@ class VersionedStore:
         self._require(_OPEN, "finish")
         self.snapshots.drain()
         try:
-            lineage = self._committed_lineage()
-            if lineage is not None and self.lineage.base_version != self.loaded_version:
+            lineage = self._final_snapshot_due()
+            if lineage is not None:
                 self.snapshots.take_closing(self.copy, self.loaded_version, lineage)
         except Exception as e:  # the committed state is whole without it: the close goes on
             self._snapshot_failed(f"final snapshot of version {self.loaded_version}: "
@@ -420,6 +421,12 @@ class VersionedStore:
         lineage = self._committed_lineage()
         if lineage is not None:
             self.snapshots.take_now(self.copy, self.loaded_version, lineage, full)
+
+    def _final_snapshot_due(self) -> str | None:
+        """`_committed_lineage` if that committed version has no snapshot yet: what `finish`
+        and `end` must write before the store may go."""
+        lineage = self._committed_lineage()
+        return None if self.lineage.base_version == self.loaded_version else lineage
 
     def _committed_lineage(self) -> str | None:
         """The lineage of the loaded version if the working copy holds exactly that committed

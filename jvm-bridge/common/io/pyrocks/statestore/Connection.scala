@@ -27,6 +27,8 @@ object Wire {
   val LoadEmpty: Byte = 16
   val LoadFromSnapshot: Byte = 17
   val ReadAhead: Byte = 18
+  /** Finish's body when the store closes after it (protocol.CLOSING). */
+  val Closing: Byte = 1
 
   val OpPut: Byte = 1
   val OpDelete: Byte = 2

@@ -496,7 +496,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     if (connection == null) Seq.empty
     else {
       val failures = if (connection.isBroken) Seq.empty else {
-        try failuresOf(connection.request(Wire.Finish, PyRocksStateStoreProvider.Closing))
+        try failuresOf(connection.request(Wire.Finish, Array(Wire.Closing)))
         catch { case NonFatal(e) => Seq(s"the request failed: ${e.getMessage}") }
       }
       connection.close()
@@ -513,7 +513,6 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 
 object PyRocksStateStoreProvider {
   val ProviderName = "PyRocksStateStoreProvider"
-  private val Closing = Array[Byte](1) // Finish's body: then close (protocol.CLOSING)
   private val ChangeHeadBytes = 9 // a change feed pair's key: version i64, op u8 (state_store/runtime/protocol.py)
 
   /**
