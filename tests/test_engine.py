@@ -15,11 +15,12 @@ from state_store.errors import (
 )
 from state_store.format import gc, records, seeding
 from state_store.format.manifest import manifest_path
-from state_store.format.records import Op
+from state_store.format.records import EXISTED, KNOWN, Op
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
+from state_store.runtime.working_copy import WorkingCopy
 
 
 def open_store(root: Path | str, local: Path, interval: int = 3,
@@ -365,3 +366,49 @@ def test_a_copied_version_keeps_its_checkpoint_id(tmp_path: Path, claim: bool) -
     assert restored.get("default", b"shared") == b"s1"
     restored.write(put("k", "after"))
     assert restored.commit(3)["base_checkpoint_id"] == recorded
+
+
+@pytest.mark.parametrize("cf", ["default", "named"])
+def test_a_frame_of_one_record_shape_applies_as_record_by_record(tmp_path: Path,
+                                                                  cf: str) -> None:
+    """A frame `records.uniform` unpacks at once leaves the state and the key count that
+    the same records leave one by one: puts and deletes whose existence the shim knew or
+    not, and a merge among them (it reads the working copy)."""
+    def key(i: int) -> bytes:
+        return b"key-%03d" % i
+
+    existing = [records.encode(Op.PUT, cf, key(i), b"old-%03d" % i) for i in range(0, 40, 2)]
+    stream = []
+    for i in range(40):
+        exists = i % 2 == 0
+        known = KNOWN | (EXISTED if exists else 0)
+        kind = i % 5
+        if kind == 0:
+            stream.append(records.encode(Op.PUT | known, cf, key(i), b"new-%03d" % i))
+        elif kind == 1:
+            stream.append(records.encode(Op.PUT, cf, key(i), b"new-%03d" % i))
+        elif kind == 2:
+            stream.append(records.encode(Op.DELETE | known, cf, key(i), b"xxxxxxx"))
+        elif kind == 3:
+            stream.append(records.encode(Op.DELETE, cf, key(i), b"xxxxxxx"))
+        else:
+            stream.append(records.encode(Op.MERGE, cf, key(i), b"+merged"))
+    frame = b"".join(stream)
+    assert records.uniform(frame) is not None
+
+    copies = []
+    for name, payloads in (("whole", [frame]), ("one-by-one", stream)):
+        copy = WorkingCopy(name, StoreOptions(), None)
+        copy.open(tmp_path / name)
+        if cf != "default":
+            copy.apply(records.encode(Op.CREATE_CF, cf), count_keys=True)
+        copy.apply(b"".join(existing), count_keys=True)
+        for payload in payloads:
+            copy.apply(payload, count_keys=True)
+        copies.append(copy)
+    whole, one_by_one = (dict(c.scan(cf, None, None, None)) for c in copies)
+    assert whole == one_by_one
+    assert copies[0].num_keys == copies[1].num_keys == len(whole)
+    assert whole[key(4)] == b"old-004+merged" and key(2) not in whole
+    for copy in copies:
+        copy.close()

@@ -34,6 +34,11 @@ from .memory import RocksMemory
 
 # Plain ints for the per-record loop: reading an IntEnum member costs ~130 ns on 3.11.
 _PUT, _DELETE = int(Op.PUT), int(Op.DELETE)
+_PUT_OR_DELETE = frozenset((_PUT, _DELETE))  # applied through the WriteBatch
+# How a put or delete whose op byte says whether its key existed (KNOWN set) changes the
+# key count, by that byte: a new key +1, a removed one -1.
+_KEY_COUNT_CHANGE = tuple(
+    1 if b == _PUT | KNOWN else -1 if b == _DELETE | KNOWN | EXISTED else 0 for b in range(256))
 # Recorded in manifests when key counting is off: the count is unknown, not zero.
 UNTRACKED = -1
 
@@ -193,21 +198,48 @@ class WorkingCopy:
     # ---- applying write records ---------------------------------------------------------
 
     def apply(self, payload: bytes, count_keys: bool) -> None:
+        run = records.uniform(payload)
+        if run is not None:
+            self._apply_run(*run, count_keys)
+            return
         batch = _RecordBatch(self)
         for flagged, cf, key, value in records.decode(payload):
             op = flagged & OP_MASK
-            if op == _PUT:
-                if count_keys and not self._existed(flagged, cf, key, batch):
-                    self.num_keys += 1
-                batch.put(cf, key, value)
-            elif op == _DELETE:
-                if count_keys and self._existed(flagged, cf, key, batch):
-                    self.num_keys -= 1
-                batch.delete(cf, key)
+            if op in _PUT_OR_DELETE:
+                if count_keys:
+                    self.num_keys += _KEY_COUNT_CHANGE[self._known(flagged, cf, key, batch)]
+                if op == _PUT:
+                    batch.put(cf, key, value)
+                else:
+                    batch.delete(cf, key)
             else:
                 batch.flush()  # the other operations read or reshape the working copy
                 self._apply_other(op, cf, key, value, count_keys)
                 batch = _RecordBatch(self)  # column families may have changed: fresh handles
+        batch.flush()
+
+    def _apply_run(self, cf: str, run: Iterator[tuple[int, bytes, bytes]],
+                   count_keys: bool) -> None:
+        """`apply` for a payload of one column family and one record shape
+        (`records.uniform`): the same effect, with the family looked up once rather than
+        per record, and RocksDB's writers called unbound on the WriteBatch being filled."""
+        batch = _RecordBatch(self)
+        handle = batch.handle(cf)
+        put, delete = WriteBatch.put, WriteBatch.delete
+        for flagged, key, value in run:
+            op = flagged & OP_MASK
+            if op in _PUT_OR_DELETE:
+                if count_keys:
+                    self.num_keys += _KEY_COUNT_CHANGE[self._known(flagged, cf, key, batch)]
+                if op == _PUT:
+                    put(batch.batch, key, value, handle)
+                else:
+                    delete(batch.batch, key, handle)
+            else:
+                batch.flush()
+                self._apply_other(op, cf, key, value, count_keys)
+                batch = _RecordBatch(self)
+                handle = batch.handle(cf)
         batch.flush()
 
     def _apply_other(self, op: int, cf: str, key: bytes, value: bytes, count_keys: bool) -> None:
@@ -231,13 +263,16 @@ class WorkingCopy:
             del self.cfs[cf]
             self.rocksdb().drop_column_family(cf)
 
-    def _existed(self, flagged: int, cf: str, key: bytes, batch: _RecordBatch) -> bool:
-        """Whether `key` existed before this record: the shim's word when it knew."""
+    def _known(self, flagged: int, cf: str, key: bytes, batch: _RecordBatch) -> int:
+        """The record's op byte with KNOWN set, and EXISTED if `key` existed before it: the
+        shim's word when it knew, else one lookup (after flushing `batch`, so that it sees
+        the records before this one)."""
         if flagged & KNOWN:
-            return bool(flagged & EXISTED)
-        batch.flush()  # the lookup must see the records before this one
+            return flagged
+        batch.flush()
         target = self.cf(cf)
-        return target.key_may_exist(key) and target.get(key) is not None
+        existed = target.key_may_exist(key) and target.get(key) is not None
+        return flagged | KNOWN | (EXISTED if existed else 0)
 
 
 _MANIFEST = re.compile(r"MANIFEST-\d+")
@@ -284,6 +319,10 @@ class _RecordBatch:
             self.batch.delete(key)
         else:
             self.batch.delete(key, self._handle(cf))
+
+    def handle(self, cf: str) -> ColumnFamily | None:
+        """What RocksDB's writers take for `cf`: None for the default family."""
+        return None if cf == DEFAULT_CF else self._handle(cf)
 
     def flush(self) -> None:
         if not self.batch.is_empty():
