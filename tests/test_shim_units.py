@@ -42,7 +42,8 @@ CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
 PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignore-later-writes",
           "prefix-records-keep-their-keys-in-order",
           "packed-entries-evict-those-written-longest-ago",
-          "packed-entries-page-table-follows-the-pages-kept")
+          "packed-entries-page-table-follows-the-pages-kept",
+          "packed-entries-hold-no-more-pages-than-a-slot-names")
 WRITERS = ("second-writer-waits-then-fails", "second-writer-never-mixes-writes",
            "reader-waits-for-writer", "abort-always-leaves-store-aborted",
            "interrupt-is-not-a-dead-worker", "open-spec-names-query-and-writer")

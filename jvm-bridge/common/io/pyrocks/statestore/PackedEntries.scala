@@ -3,10 +3,12 @@ package io.pyrocks.statestore
 /**
  * The read cache's storage: (space, key) -> value (or "absent"), packed. Each entry is one
  * record in a page of bytes — `[space i32][key length i32][value length i32, -1 = absent]
- * [died i32][key][value]` — found through an open-addressing index (linear probing) of
- * record locations, with each slot's hash beside it. There is no object per entry: an entry
- * costs its bytes, 16 bytes of head and its index slots, and the garbage collector sees a
- * few large arrays where a map of millions of small objects cost it a core's worth of marking.
+ * [died i32][key][value]` — found through an open-addressing index (linear probing): one
+ * long a slot, the key's hash and the record's location packed together (`slotFor`), so a
+ * probe reads one array and touches a page only when the hashes agree. There is no object
+ * per entry: an entry costs its bytes, 16 bytes of head and its index slots (8 bytes each),
+ * and the garbage collector sees a few large arrays where a map of millions of small
+ * objects cost it a core's worth of marking.
  *
  * Invariants, each enforced where noted:
  *  - a record's space, key and value never change once written: a new value is a new record
@@ -18,12 +20,18 @@ package io.pyrocks.statestore
  *  - the index holds the location of every live record, once, at or after its hash's home
  *    slot with no empty slot between the two (`remove` shifts later slots back rather than
  *    leaving tombstones), and is at most `MaxLoad` full (`growIndex`);
+ *  - a location fits a slot: a record starts within `PageBytes` of its page's start (a
+ *    larger record gets a page of its own, at 0), and the page table never holds more
+ *    than `maxPages` pages, given back ones included (`newPage` refuses the next, as
+ *    `memory` refuses one, and `evictOldest` then makes room in the table);
  *  - every byte of pages and index is charged to `memory` before it is allocated, and given
  *    back when it is dropped; an allocation `memory` refuses leaves the entries as they were
  *    and makes `put` answer false. A page dropped while a snapshot holds it stays readable
  *    to that snapshot (it keeps the array) though no longer charged.
  */
-final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], Int) => Int) {
+final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], Int) => Int,
+    maxPages: Int = PackedEntries.MaxPages) {
+  require(maxPages >= 2 && maxPages <= PackedEntries.MaxPages, s"maxPages $maxPages")
   import PackedEntries._
 
   private var pages = new Array[Array[Byte]](8)
@@ -31,8 +39,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   private var pageCount = 0 // pages(0 until pageCount) were written
   private var dropped = 0 // of them, pages(0 until dropped) were given back (null)
   private var writePos = 0 // in the last page
-  private var slots = new Array[Long](0) // 0 = empty, else location + 1
-  private var hashes = new Array[Int](0)
+  private var slots = new Array[Long](0) // 0 = empty, else `slotFor(location, hash)`
   private var used = 0 // slots taken
   private var liveBytes = 0L // of records the index points to
   private var deadBytes = 0L // of records in pages still kept that it no longer does
@@ -64,13 +71,19 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   /** Slots of the page table: what the pages kept need, not what was ever allocated. */
   private[statestore] def pageTableSlots: Int = pages.length
 
+  /** Pages the table holds, given back ones not yet forgotten included: at most `maxPages`. */
+  private[statestore] def pagesInTable: Int = pageCount
+
   /** The location of the entry, or -1 if there is none. */
   def find(space: Int, key: Array[Byte], hash: Int): Long = {
     if (used == 0) return -1L
     val mask = slots.length - 1
     var i = hash & mask
     while (slots(i) != 0) {
-      if (hashes(i) == hash && matches(slots(i) - 1, space, key)) return slots(i) - 1
+      val slot = slots(i)
+      if (hashOfSlot(slot) == hash && matches(locationOf(slot), space, key)) {
+        return locationOf(slot)
+      }
       i = (i + 1) & mask
     }
     -1L
@@ -106,7 +119,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     if (location < 0) return false
     if (existing >= 0) {
       kill(existing)
-      slots(slotOf(existing, hash)) = location + 1
+      slots(slotOf(existing, hash)) = slotFor(location, hash)
     } else {
       insert(location, hash)
     }
@@ -136,7 +149,6 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     dropped = 0
     writePos = 0
     slots = new Array[Long](0)
-    hashes = new Array[Int](0)
     used = 0
     liveBytes = 0
     deadBytes = 0
@@ -154,7 +166,9 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
       true
     }
     dropOldest()
-    forgetDropped()
+    // At `maxPages` a put waits for a page the slots can name: the table forgets the pages
+    // given back once they are an eighth of it (the index pass they cost is paid for so).
+    forgetDropped(force = pageCount >= maxPages && dropped * 8 >= pageCount)
     true
   }
 
@@ -210,12 +224,13 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
    * them, and every location in the index with its page: the table, and what walks it,
    * stay proportional to the pages kept, however many a long run allocated and gave back.
    * The index pass this costs is paid for by the drops since the last shift. */
-  private def forgetDropped(): Unit = if (dropped >= MinForgotten && dropped * 2 >= pageCount) {
+  private def forgetDropped(force: Boolean = false): Unit =
+      if (dropped > 0 && (force || dropped >= MinForgotten && dropped * 2 >= pageCount)) {
     val kept = pageCount - dropped
     System.arraycopy(pages, dropped, pages, 0, kept)
     java.util.Arrays.fill(pages.asInstanceOf[Array[Object]], kept, pageCount, null)
     System.arraycopy(ends, dropped, ends, 0, kept)
-    val shift = dropped.toLong << 32
+    val shift = dropped.toLong << OffsetBits // each slot's page, down by `dropped`
     var i = 0
     while (i < slots.length) {
       if (slots(i) != 0) slots(i) -= shift
@@ -253,7 +268,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     val grown = if (pageCount == 0) FirstPageBytes else math.min(PageBytes,
       pages(pageCount - 1).length * 2)
     val bytes = math.max(grown, atLeast)
-    if (!charge(bytes)) return false
+    if (pageCount >= maxPages || !charge(bytes)) return false
     if (pageCount == pages.length) {
       pages = java.util.Arrays.copyOf(pages, pages.length * 2)
       ends = java.util.Arrays.copyOf(ends, ends.length * 2)
@@ -276,11 +291,24 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   // ---- the index ------------------------------------------------------------------------
 
   private def slotOf(location: Long, hash: Int): Int = {
-    val mask = slots.length - 1
+    val (mask, slot) = (slots.length - 1, slotFor(location, hash))
     var i = hash & mask
-    while (slots(i) != location + 1) i = (i + 1) & mask
+    while (slots(i) != slot) i = (i + 1) & mask
     i
   }
+
+  /** A slot: the hash in the high half, the location in the low one as `[page + 1]
+   * [offset: OffsetBits]` (never 0, which marks an empty slot). Pages count from the first
+   * kept: `forgetDropped` shifts them down. */
+  private def slotFor(location: Long, hash: Int): Long =
+    hash.toLong << 32 | (pageOf(location) + 1L) << OffsetBits | offsetOf(location)
+
+  private def locationOf(slot: Long): Long = {
+    val page = (slot & 0xffffffffL) >>> OffsetBits
+    (page - 1) << 32 | slot & OffsetMask
+  }
+
+  private def hashOfSlot(slot: Long): Int = (slot >>> 32).toInt
 
   private def roomForOneMore(): Boolean =
     (used + 1) <= slots.length * MaxLoad || growIndex()
@@ -289,8 +317,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     val mask = slots.length - 1
     var i = hash & mask
     while (slots(i) != 0) i = (i + 1) & mask
-    slots(i) = location + 1
-    hashes(i) = hash
+    slots(i) = slotFor(location, hash)
     used += 1
   }
 
@@ -301,10 +328,9 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     var gap = slot
     var i = (slot + 1) & mask
     while (slots(i) != 0) {
-      val home = hashes(i) & mask
+      val home = hashOfSlot(slots(i)) & mask
       if (((i - home) & mask) >= ((i - gap) & mask)) {
         slots(gap) = slots(i)
-        hashes(gap) = hashes(i)
         gap = i
       }
       i = (i + 1) & mask
@@ -316,13 +342,13 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   private def growIndex(): Boolean = {
     val capacity = math.max(MinSlots, slots.length * 2)
     if (!charge(capacity.toLong * SlotBytes)) return false
-    val (oldSlots, oldHashes) = (slots, hashes)
+    val oldSlots = slots
     slots = new Array[Long](capacity)
-    hashes = new Array[Int](capacity)
     used = 0
     var i = 0
     while (i < oldSlots.length) {
-      if (oldSlots(i) != 0) insert(oldSlots(i) - 1, oldHashes(i))
+      val slot = oldSlots(i)
+      if (slot != 0) insert(locationOf(slot), hashOfSlot(slot))
       i += 1
     }
     uncharge(oldSlots.length.toLong * SlotBytes)
@@ -346,7 +372,8 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     val moved = append(space, page, keyAt, key.length, page, keyAt + key.length,
       valueLength(location))
     moved >= 0 && {
-      slots(slotOf(location, hashOf(key, space))) = moved + 1
+      val hash = hashOf(key, space)
+      slots(slotOf(location, hash)) = slotFor(moved, hash)
       val size = recordBytes(location)
       kill(location)
       liveBytes += size
@@ -382,7 +409,13 @@ object PackedEntries {
   val FirstPageBytes = 4 << 10
   val PageBytes = 256 << 10 // small beside a budget: eviction frees memory a page at a time
   private val MinSlots = 64
-  private val SlotBytes = 12L // a location and a hash
+  private val SlotBytes = 8L // a hash and a location, packed (`slotFor`)
+  private val OffsetBits = 18 // a record starts within `PageBytes` (2^18) of its page's start
+  private val OffsetMask = (1L << OffsetBits) - 1
+  /** Pages in the table at once: a slot's 32 location bits hold the page + 1 above the
+   * offset. So one store's cache holds at most about 4 GiB (16,383 pages of 256 KiB), and
+   * past that evicts its oldest entries as it does past its budget. */
+  val MaxPages: Int = (1 << (32 - OffsetBits)) - 1
   private val MaxLoad = 0.6
   private val MinCompactBytes = 1L << 20
   private val MinForgotten = 64 // dropped pages before the table is shifted over them

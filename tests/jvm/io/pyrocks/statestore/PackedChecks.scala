@@ -12,7 +12,8 @@ object PackedChecks {
     "packed-entries-snapshots-ignore-later-writes" -> snapshotsIgnoreLaterWrites,
     "prefix-records-keep-their-keys-in-order" -> prefixRecordsKeepOrder,
     "packed-entries-evict-those-written-longest-ago" -> evictThoseWrittenLongestAgo,
-    "packed-entries-page-table-follows-the-pages-kept" -> pageTableFollowsThePagesKept)
+    "packed-entries-page-table-follows-the-pages-kept" -> pageTableFollowsThePagesKept,
+    "packed-entries-hold-no-more-pages-than-a-slot-names" -> holdNoMorePagesThanASlotNames)
 
   /** A budget that counts, and refuses past `limit`. */
   private final class Counting(var limit: Long) extends PackedEntries.Memory {
@@ -174,30 +175,60 @@ object PackedChecks {
     import f._
     val memory = new Counting(1L << 20)
     val packed = new PackedEntries(memory, CacheKey.hash)
-    def key(k: Int): Array[Byte] = java.nio.ByteBuffer.allocate(4).putInt(k).array()
-    def hash(k: Int): Int = CacheKey.hash(key(k), 0)
-    val latest = mutable.Map.empty[Int, String]
-    val rnd = new Random(5)
-    val steps = 600000
-    for (step <- 0 until steps) {
-      // New keys mostly (the oldest pages go); a recent one rewritten at times (dead
-      // records: compaction)
-      val k = if (step > 1000 && rnd.nextInt(4) == 0) step - 1 - rnd.nextInt(1000) else step
-      val v = s"v$step " + "x" * rnd.nextInt(200)
-      var stored = packed.put(0, key(k), hash(k), v.getBytes("UTF-8"))
-      while (!stored && packed.evictOldest()) {
-        stored = packed.put(0, key(k), hash(k), v.getBytes("UTF-8"))
-      }
-      expect(stored, s"step $step: nothing left to evict, yet no room")
-      latest(k) = v
-    }
-    expect(packed.evicted > 10000, s"only ${packed.evicted} entries evicted: no long run")
+    val latest = longRun(f, packed, steps = 600000)()
     expect(packed.pageTableSlots <= 256, s"a page table of ${packed.pageTableSlots} slots " +
       s"for $packed")
     expect(memory.used == packed.allocatedBytes && memory.used <= memory.limit,
       s"charged ${memory.used}, allocated ${packed.allocatedBytes}")
+    expectExact(f, packed, latest, steps = 600000)
+  }
+
+  /** With memory to spare, the slots' bound on pages is what evicts: the table never holds
+   * more pages than a slot can name (here 12), and every entry keeps its latest value. */
+  def holdNoMorePagesThanASlotNames(f: Fixture): Unit = {
+    import f._
+    val memory = new Counting(Long.MaxValue)
+    val packed = new PackedEntries(memory, CacheKey.hash, maxPages = 12)
+    var most = 0
+    val latest = longRun(f, packed, steps = 200000) { () =>
+      most = math.max(most, packed.pagesInTable)
+    }
+    expect(most <= 12, s"$most pages in the table of $packed")
+    expectExact(f, packed, latest, steps = 200000)
+  }
+
+  private def intKey(k: Int): Array[Byte] = java.nio.ByteBuffer.allocate(4).putInt(k).array()
+
+  /** Puts `steps` keys, new ones mostly and a recent one rewritten at times (dead records:
+   * compaction), evicting the oldest pages whenever a put is refused; each key's latest value.
+   * `afterEach` runs after every put. */
+  private def longRun(f: Fixture, packed: PackedEntries, steps: Int)(
+      afterEach: () => Unit = () => ()): Map[Int, String] = {
+    import f._
+    val latest = mutable.Map.empty[Int, String]
+    val rnd = new Random(5)
+    for (step <- 0 until steps) {
+      val k = if (step > 1000 && rnd.nextInt(4) == 0) step - 1 - rnd.nextInt(1000) else step
+      val v = s"v$step " + "x" * rnd.nextInt(200)
+      val hash = CacheKey.hash(intKey(k), 0)
+      var stored = packed.put(0, intKey(k), hash, v.getBytes("UTF-8"))
+      while (!stored && packed.evictOldest()) {
+        stored = packed.put(0, intKey(k), hash, v.getBytes("UTF-8"))
+      }
+      expect(stored, s"step $step: nothing left to evict, yet no room")
+      latest(k) = v
+      afterEach()
+    }
+    expect(packed.evicted > 10000, s"only ${packed.evicted} entries evicted: no long run")
+    latest.toMap
+  }
+
+  /** Every entry found holds its key's latest value, and a snapshot walks the same ones. */
+  private def expectExact(f: Fixture, packed: PackedEntries, latest: Map[Int, String],
+      steps: Int): Unit = {
+    import f._
     val found = (0 until steps).flatMap { k =>
-      val at = packed.find(0, key(k), hash(k))
+      val at = packed.find(0, intKey(k), CacheKey.hash(intKey(k), 0))
       if (at < 0) None else Some(k -> new String(packed.value(at), "UTF-8"))
     }.toMap
     expect(found.size == packed.size && found.forall { case (k, v) => latest(k) == v },
