@@ -425,8 +425,9 @@ class VersionedStore:
     def _final_snapshot_due(self) -> str | None:
         """`_committed_lineage` if that committed version has no snapshot yet: what `finish`
         and `end` must write before the store may go."""
-        lineage = self._committed_lineage()
-        return None if self.lineage.base_version == self.loaded_version else lineage
+        if self.lineage.base_version == self.loaded_version:
+            return None
+        return self._committed_lineage()
 
     def _committed_lineage(self) -> str | None:
         """The lineage of the loaded version if the working copy holds exactly that committed

@@ -309,29 +309,23 @@ class _RecordBatch:
         self.handles: dict[str, ColumnFamily] = {}
 
     def put(self, cf: str, key: bytes, value: bytes) -> None:
-        if cf == DEFAULT_CF:
-            self.batch.put(key, value)
-        else:
-            self.batch.put(key, value, self._handle(cf))
+        self.batch.put(key, value, self.handle(cf))
 
     def delete(self, cf: str, key: bytes) -> None:
-        if cf == DEFAULT_CF:
-            self.batch.delete(key)
-        else:
-            self.batch.delete(key, self._handle(cf))
+        self.batch.delete(key, self.handle(cf))
 
     def handle(self, cf: str) -> ColumnFamily | None:
-        """What RocksDB's writers take for `cf`: None for the default family."""
-        return None if cf == DEFAULT_CF else self._handle(cf)
-
-    def flush(self) -> None:
-        if not self.batch.is_empty():
-            self.copy.rocksdb().write(self.batch, self.copy.write_options)  # consumes it
-            self.batch = WriteBatch(raw_mode=True)
-
-    def _handle(self, cf: str) -> ColumnFamily:
+        """What RocksDB's writers take for `cf`: None for the default family, else its
+        handle, looked up once per batch."""
+        if cf == DEFAULT_CF:
+            return None
         handle = self.handles.get(cf)
         if handle is None:
             self.copy.cf(cf)  # a clear error for a column family that does not exist
             handle = self.handles[cf] = self.copy.rocksdb().get_column_family_handle(cf)
         return handle
+
+    def flush(self) -> None:
+        if not self.batch.is_empty():
+            self.copy.rocksdb().write(self.batch, self.copy.write_options)  # consumes it
+            self.batch = WriteBatch(raw_mode=True)
