@@ -11,8 +11,13 @@ package io.pyrocks.statestore
  * objects cost it a core's worth of marking.
  *
  * Invariants, each enforced where noted:
- *  - a record's space, key and value never change once written: a new value is a new record
- *    (`put`). Its `died` field is 0 while the index points to it, and is set once, when it
+ *  - a record's space and key never change once written, nor does its value once a reader
+ *    may hold it: pages are shared with readers that read them in place (`snapshot`,
+ *    `sharedPage`), and a record written before they last were (before `sharedEnd`) gets a
+ *    new value as a new record. Only a record written since, whose value keeps its length,
+ *    is rewritten in place (`put`): an update of fixed-width rows leaves no dead record
+ *    behind, so nothing to compact;
+ *  - a record's `died` field is 0 while the index points to it, and is set once, when it
  *    stops (`kill`: replaced, removed, or moved by `compact`), to the number of snapshots
  *    taken by then. So a snapshot taken at `n` (`Snapshot`) sees exactly the records written
  *    before it whose `died` is 0 or more than `n`: the entries as they were when it was
@@ -45,6 +50,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   private var deadBytes = 0L // of records in pages still kept that it no longer does
   private var allocated = 0L // charged to `memory`
   private var snapshots = 0 // taken so far: what `died` counts
+  private var sharedEnd = 0L // where the records ended when pages were last shared
   private var evictedEntries = 0L // live entries `evictOldest` dropped, ever
 
   def size: Int = used
@@ -89,8 +95,16 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     -1L
   }
 
-  /** The page a record is in and where its value starts: to read the value in place. */
+  /** The page a record is in and where its value starts: to read the value in place
+   * within this call. A reader that keeps the page beyond it takes `sharedPage`. */
   def page(location: Long): Array[Byte] = pages(pageOf(location))
+
+  /** `page`, for a reader that keeps reading the record in place after this call: from now
+   * on, no record written so far is rewritten. */
+  def sharedPage(location: Long): Array[Byte] = {
+    share()
+    pages(pageOf(location))
+  }
   def valueAt(location: Long): Int = offsetOf(location) + Head + keyLength(location)
   /** -1: known absent. */
   def valueLength(location: Long): Int = field(location, 8)
@@ -113,9 +127,13 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   /** `put`, the entry's current location (`find`'s answer) known already. */
   def put(space: Int, key: Array[Byte], hash: Int, value: Array[Byte], existing: Long)
       : Boolean = {
+    val length = if (value == null) -1 else value.length
+    if (existing >= sharedEnd && valueLength(existing) == length) {
+      if (length > 0) System.arraycopy(value, 0, page(existing), valueAt(existing), length)
+      return true
+    }
     if (existing < 0 && !roomForOneMore()) return false
-    val location = append(space, key, 0, key.length, value, 0,
-      if (value == null) -1 else value.length)
+    val location = append(space, key, 0, key.length, value, 0, length)
     if (location < 0) return false
     if (existing >= 0) {
       kill(existing)
@@ -152,6 +170,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     used = 0
     liveBytes = 0
     deadBytes = 0
+    sharedEnd = 0 // the pages shared before are no longer these
   }
 
   /** Forgets every entry whose record is in the oldest page kept (entries written longest
@@ -175,12 +194,17 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   /** The live entries as they are now, of every space (the reader picks); later changes do
    * not show in it. */
   def snapshot(): Snapshot = {
+    share()
     val taken = snapshots
     snapshots += 1
     val lastEnds = java.util.Arrays.copyOfRange(ends, dropped, pageCount)
     if (pageCount > dropped) lastEnds(lastEnds.length - 1) = writePos
     new Snapshot(java.util.Arrays.copyOfRange(pages, dropped, pageCount), lastEnds, taken)
   }
+
+  /** Readers may hold every record written so far. */
+  private def share(): Unit =
+    sharedEnd = if (pageCount == 0) 0L else (pageCount - 1).toLong << 32 | writePos
 
   // ---- records --------------------------------------------------------------------------
 
@@ -237,6 +261,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
       i += 1
     }
     pageCount = kept
+    sharedEnd = math.max(sharedEnd - (dropped.toLong << 32), 0L)
     dropped = 0
   }
 

@@ -104,9 +104,10 @@ final class ReadCache(val budget: CacheBudget,
       val space = spaceOf(cf) + 1
       val at = record(space, prefix)
       if (at >= 0) {
-        val (page, start) = (entries.page(at), entries.valueAt(at))
-        if (complete || PrefixRecord.listed(page, start)) {
-          Some(new PrefixRecord.Scan(page, start, start + entries.valueLength(at)))
+        val start = entries.valueAt(at)
+        if (complete || PrefixRecord.listed(entries.page(at), start)) {
+          Some(new PrefixRecord.Scan(entries.sharedPage(at), start,
+            start + entries.valueLength(at)))
         } else None
       } else if (complete || provenAbsent(CacheKey.hash(prefix, space))) {
         Some(KeyValueScan.Empty) // nothing was ever written under it

@@ -13,7 +13,8 @@ object PackedChecks {
     "prefix-records-keep-their-keys-in-order" -> prefixRecordsKeepOrder,
     "packed-entries-evict-those-written-longest-ago" -> evictThoseWrittenLongestAgo,
     "packed-entries-page-table-follows-the-pages-kept" -> pageTableFollowsThePagesKept,
-    "packed-entries-hold-no-more-pages-than-a-slot-names" -> holdNoMorePagesThanASlotNames)
+    "packed-entries-hold-no-more-pages-than-a-slot-names" -> holdNoMorePagesThanASlotNames,
+    "packed-entries-rewrite-in-place-only-what-no-reader-holds" -> rewriteInPlaceOnlyUnshared)
 
   /** A budget that counts, and refuses past `limit`. */
   private final class Counting(var limit: Long) extends PackedEntries.Memory {
@@ -195,6 +196,55 @@ object PackedChecks {
     }
     expect(most <= 12, s"$most pages in the table of $packed")
     expectExact(f, packed, latest, steps = 200000)
+  }
+
+  /** Updates that keep a value's length rewrite its record in place (no dead bytes, nothing
+   * to compact), unless a reader may hold the record: one given the pages by a snapshot or
+   * by `sharedPage` keeps reading what it was given. */
+  def rewriteInPlaceOnlyUnshared(f: Fixture): Unit = {
+    import f._
+    val packed = new PackedEntries(new Counting(Long.MaxValue), CacheKey.hash)
+    val keys = 0 until 10000 // dead records of one round stay below what compaction waits for
+    def put(k: Int, v: String): Unit =
+      expect(packed.put(0, intKey(k), CacheKey.hash(intKey(k), 0), v.getBytes("UTF-8")),
+        "refused")
+    def value(k: Int): String =
+      new String(packed.value(packed.find(0, intKey(k), CacheKey.hash(intKey(k), 0))), "UTF-8")
+    def round(r: Int): Unit = keys.foreach(k => put(k, f"round $r%02d of $k%05d"))
+    def walk(snapshot: PackedEntries.Snapshot): Map[Int, String] = {
+      val out = mutable.Map.empty[Int, String]
+      while (snapshot.advance()) out(java.nio.ByteBuffer.wrap(snapshot.page, snapshot.keyAt,
+        4).getInt) = new String(snapshot.page, snapshot.valueAt, snapshot.valueLength, "UTF-8")
+      out.toMap
+    }
+    round(0)
+    val written = packed.keptRecordBytes
+    (1 to 3).foreach(round)
+    expect(packed.keptRecordBytes == written && packed.deadRecordBytes == 0,
+      s"three rounds of updates of the same length grew the pages from $written to " +
+        s"${packed.keptRecordBytes} bytes (${packed.deadRecordBytes} dead): not in place")
+    expect(keys.forall(k => value(k) == f"round 03 of $k%05d"), "an update in place was lost")
+
+    val snapshot = packed.snapshot()
+    round(4) // the snapshot holds every record: each update is a new record
+    expect(packed.deadRecordBytes > 0, "records a snapshot holds were rewritten in place")
+    val afterFirst = packed.keptRecordBytes
+    round(5) // records written since the snapshot: in place again
+    expect(packed.keptRecordBytes == afterFirst, s"updates of records no reader holds grew " +
+      s"the pages from $afterFirst to ${packed.keptRecordBytes} bytes")
+    val seen = walk(snapshot)
+    expect(seen == keys.map(k => k -> f"round 03 of $k%05d").toMap, s"the snapshot saw later " +
+      s"updates: ${seen.find(e => e._2 != f"round 03 of ${e._1}%05d")}")
+
+    val at = packed.find(0, intKey(7), CacheKey.hash(intKey(7), 0))
+    val (page, start) = (packed.sharedPage(at), packed.valueAt(at))
+    round(6)
+    val held = new String(page, start, packed.valueLength(at), "UTF-8")
+    expect(held == "round 05 of 00007", s"a page shared with a reader changed under it: $held")
+    expect(keys.forall(k => value(k) == f"round 06 of $k%05d"), "an update was lost")
+    put(7, "a longer value than before") // another length: a new record whatever the sharing
+    expect(value(7) == "a longer value than before", s"key 7 reads ${value(7)}")
+    expect(walk(packed.snapshot()).size == keys.size, "a snapshot walks another number of keys")
   }
 
   private def intKey(k: Int): Array[Byte] = java.nio.ByteBuffer.allocate(4).putInt(k).array()
