@@ -169,7 +169,9 @@ final class ReadCache(val budget: CacheBudget,
         val found = entries.find(space, key, hash)
         val prior = if (found < 0) unlisted
           else if (entries.valueLength(found) < 0) ReadCache.Absent else ReadCache.Present
-        val at = if (value == null || addToFilter(hash)) found else entries.find(space, key, hash)
+        // A key with a value here is in the store, so in the filter (`filter`, above).
+        val at = if (value == null || prior == ReadCache.Present || addToFilter(hash)) found
+          else entries.find(space, key, hash)
         if (!entries.put(space, key, hash, value, at) && !storeEvicting(space, key, hash, value)) {
           entries.remove(space, key, hash) // no room for the new answer: the old one goes
           complete = false
