@@ -98,6 +98,9 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   /** The page a record is in and where its value starts: to read the value in place
    * within this call. A reader that keeps the page beyond it takes `sharedPage`. */
   def page(location: Long): Array[Byte] = pages(pageOf(location))
+  def valueAt(location: Long): Int = offsetOf(location) + Head + keyLength(location)
+  /** -1: known absent. */
+  def valueLength(location: Long): Int = field(location, 8)
 
   /** `page`, for a reader that keeps reading the record in place after this call: from now
    * on, no record written so far is rewritten. */
@@ -105,9 +108,6 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
     share()
     pages(pageOf(location))
   }
-  def valueAt(location: Long): Int = offsetOf(location) + Head + keyLength(location)
-  /** -1: known absent. */
-  def valueLength(location: Long): Int = field(location, 8)
 
   /** The value of the record at `location` (absent: null), in an array of its own. */
   def value(location: Long): Array[Byte] = {
