@@ -211,12 +211,6 @@ object PackedChecks {
     def value(k: Int): String =
       new String(packed.value(packed.find(0, intKey(k), CacheKey.hash(intKey(k), 0))), "UTF-8")
     def round(r: Int): Unit = keys.foreach(k => put(k, f"round $r%02d of $k%05d"))
-    def walk(snapshot: PackedEntries.Snapshot): Map[Int, String] = {
-      val out = mutable.Map.empty[Int, String]
-      while (snapshot.advance()) out(java.nio.ByteBuffer.wrap(snapshot.page, snapshot.keyAt,
-        4).getInt) = new String(snapshot.page, snapshot.valueAt, snapshot.valueLength, "UTF-8")
-      out.toMap
-    }
     round(0)
     val written = packed.keptRecordBytes
     (1 to 3).foreach(round)
@@ -232,7 +226,7 @@ object PackedChecks {
     round(5) // records written since the snapshot: in place again
     expect(packed.keptRecordBytes == afterFirst, s"updates of records no reader holds grew " +
       s"the pages from $afterFirst to ${packed.keptRecordBytes} bytes")
-    val seen = walk(snapshot)
+    val seen = walkIntKeys(snapshot)
     expect(seen == keys.map(k => k -> f"round 03 of $k%05d").toMap, s"the snapshot saw later " +
       s"updates: ${seen.find(e => e._2 != f"round 03 of ${e._1}%05d")}")
 
@@ -244,10 +238,18 @@ object PackedChecks {
     expect(keys.forall(k => value(k) == f"round 06 of $k%05d"), "an update was lost")
     put(7, "a longer value than before") // another length: a new record whatever the sharing
     expect(value(7) == "a longer value than before", s"key 7 reads ${value(7)}")
-    expect(walk(packed.snapshot()).size == keys.size, "a snapshot walks another number of keys")
+    expect(walkIntKeys(packed.snapshot()).size == keys.size, "a snapshot walks another number of keys")
   }
 
   private def intKey(k: Int): Array[Byte] = java.nio.ByteBuffer.allocate(4).putInt(k).array()
+
+  /** What a snapshot of `intKey` keys and UTF-8 values walks, key by key. */
+  private def walkIntKeys(snapshot: PackedEntries.Snapshot): Map[Int, String] = {
+    val out = mutable.Map.empty[Int, String]
+    while (snapshot.advance()) out(java.nio.ByteBuffer.wrap(snapshot.page, snapshot.keyAt,
+      4).getInt) = new String(snapshot.page, snapshot.valueAt, snapshot.valueLength, "UTF-8")
+    out.toMap
+  }
 
   /** Puts `steps` keys, new ones mostly and a recent one rewritten at times (dead records:
    * compaction), evicting the oldest pages whenever a put is refused; each key's latest value.
@@ -283,12 +285,7 @@ object PackedChecks {
     }.toMap
     expect(found.size == packed.size && found.forall { case (k, v) => latest(k) == v },
       s"${found.size} found of ${packed.size}; stale: ${found.find(e => latest(e._1) != e._2)}")
-    val walked = mutable.Map.empty[Int, String]
-    val snapshot = packed.snapshot()
-    while (snapshot.advance()) {
-      val k = java.nio.ByteBuffer.wrap(snapshot.page, snapshot.keyAt, 4).getInt
-      walked(k) = new String(snapshot.page, snapshot.valueAt, snapshot.valueLength, "UTF-8")
-    }
+    val walked = walkIntKeys(packed.snapshot())
     expect(walked == found, s"a snapshot walks ${walked.size} entries, ${found.size} are found")
   }
 
