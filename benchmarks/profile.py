@@ -4,8 +4,9 @@ of one `scale` workload, for one provider.
     python -m benchmarks.profile --workload sessions --keys 1m
     python -m benchmarks.profile --workload dedup --keys 5m --provider spark-rocksdb
 
-The state is filled first (as `benchmarks.scale` fills it), then the profilers attach and
---batches measured batches run, one file each, in the same query: py-spy samples every
+The state is filled first (as `benchmarks.scale` fills it), then --warmup batches of the
+measured shape run, so that its code is compiled; then the profilers attach and --batches
+measured batches run, one file each, in the same query: py-spy samples every
 worker process (ours), Java Flight Recorder samples the JVM (driver and executor: local
 mode). Printed: each batch's time; Spark's state operator metrics (task-ms in updates,
 removals and commits, medians); the CPU seconds the JVM and the workers spent per batch
@@ -53,8 +54,9 @@ JVM_PACKAGES = ("io.pyrocks.", "org.apache.spark.sql.execution.streaming.state."
 
 def stage_input(staging: Path, workload: str, keys: int, rows: int, batches: int,
                 fill_rows: int) -> tuple[list[Path], list[Path]]:
+    """The fill's files, then the measured shape's: warm-up batches first, then `batches`."""
     write_batches(staging / "fill", fill_tables(workload, keys, fill_rows))
-    write_batches(staging / "measured", measured_tables(workload, keys, rows, batches + 1))
+    write_batches(staging / "measured", measured_tables(workload, keys, rows, batches))
     return (sorted((staging / "fill").iterdir()), sorted((staging / "measured").iterdir()))
 
 
@@ -168,7 +170,7 @@ def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="pyrocks-profile-") as scratch:
         work = Path(scratch)
         fill, measured = stage_input(work / "staging", args.workload, args.keys, args.rows,
-                                     args.batches, args.fill_rows)
+                                     args.warmup + args.batches, args.fill_rows)
         input_dir = work / "input"
         input_dir.mkdir()
         options = {"localDir": str(work / "pool")}
@@ -189,13 +191,15 @@ def run(args: argparse.Namespace) -> None:
         query = (frame.writeStream.outputMode(mode).format("noop")
                  .option("checkpointLocation", str(work / "checkpoint")).start())
         started = time.monotonic()
-        feed(query, fill + measured[:1], input_dir)  # the fill, and one warm-up batch
+        # A fill batch writes new keys only: the measured shape's own code (updates,
+        # compaction, Spark's save operator) is first compiled in the warm-up batches.
+        feed(query, fill + measured[:args.warmup], input_dir)
         print(f"filled {args.keys:,} keys in {time.monotonic() - started:.1f} s", flush=True)
         jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
         profilers = Profilers(jvm, out, args.rate)
         profilers.start()
         first = query.lastProgress["batchId"] + 1
-        feed(query, measured[1:], input_dir)
+        feed(query, measured[args.warmup:], input_dir)
         cpu, threads = profilers.stop()
         progress = [p for p in query.recentProgress
                     if p.batchId >= first and p.numInputRows > 0]
@@ -252,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000, help="rows per measured batch")
     parser.add_argument("--fill-rows", type=int, default=2_000_000, help="rows per fill batch")
     parser.add_argument("--batches", type=int, default=5, help="measured batches")
+    parser.add_argument("--warmup", type=int, default=4,
+                        help="batches of the measured shape run before the profilers attach")
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     parser.add_argument("--top", type=int, default=25, help="frames listed per table")
     parser.add_argument("--driver-memory", default="8g")
