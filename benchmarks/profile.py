@@ -194,7 +194,8 @@ def run(args: argparse.Namespace) -> None:
         # A fill batch writes new keys only: the measured shape's own code (updates,
         # compaction, Spark's save operator) is first compiled in the warm-up batches.
         feed(query, fill + measured[:args.warmup], input_dir)
-        print(f"filled {args.keys:,} keys in {time.monotonic() - started:.1f} s", flush=True)
+        print(f"filled {args.keys:,} keys and ran {args.warmup} warm-up batches in "
+              f"{time.monotonic() - started:.1f} s", flush=True)
         jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
         profilers = Profilers(jvm, out, args.rate)
         profilers.start()
