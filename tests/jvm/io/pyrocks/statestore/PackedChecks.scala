@@ -209,7 +209,7 @@ object PackedChecks {
       expect(packed.put(0, intKey(k), CacheKey.hash(intKey(k), 0), v.getBytes("UTF-8")),
         "refused")
     def value(k: Int): String =
-      new String(packed.value(packed.find(0, intKey(k), CacheKey.hash(intKey(k), 0))), "UTF-8")
+      new String(packed.value(findIntKey(packed, k)), "UTF-8")
     def round(r: Int): Unit = keys.foreach(k => put(k, f"round $r%02d of $k%05d"))
     round(0)
     val written = packed.keptRecordBytes
@@ -230,7 +230,7 @@ object PackedChecks {
     expect(seen == keys.map(k => k -> f"round 03 of $k%05d").toMap, s"the snapshot saw later " +
       s"updates: ${seen.find(e => e._2 != f"round 03 of ${e._1}%05d")}")
 
-    val at = packed.find(0, intKey(7), CacheKey.hash(intKey(7), 0))
+    val at = findIntKey(packed, 7)
     val (page, start) = (packed.sharedPage(at), packed.valueAt(at))
     round(6)
     val held = new String(page, start, packed.valueLength(at), "UTF-8")
@@ -238,10 +238,15 @@ object PackedChecks {
     expect(keys.forall(k => value(k) == f"round 06 of $k%05d"), "an update was lost")
     put(7, "a longer value than before") // another length: a new record whatever the sharing
     expect(value(7) == "a longer value than before", s"key 7 reads ${value(7)}")
-    expect(walkIntKeys(packed.snapshot()).size == keys.size, "a snapshot walks another number of keys")
+    expect(walkIntKeys(packed.snapshot()).size == keys.size,
+      "a snapshot walks another number of keys")
   }
 
   private def intKey(k: Int): Array[Byte] = java.nio.ByteBuffer.allocate(4).putInt(k).array()
+
+  /** Where the record of `intKey(k)` is (space 0), or -1. */
+  private def findIntKey(packed: PackedEntries, k: Int): Long =
+    packed.find(0, intKey(k), CacheKey.hash(intKey(k), 0))
 
   /** What a snapshot of `intKey` keys and UTF-8 values walks, key by key. */
   private def walkIntKeys(snapshot: PackedEntries.Snapshot): Map[Int, String] = {
@@ -280,7 +285,7 @@ object PackedChecks {
       steps: Int): Unit = {
     import f._
     val found = (0 until steps).flatMap { k =>
-      val at = packed.find(0, intKey(k), CacheKey.hash(intKey(k), 0))
+      val at = findIntKey(packed, k)
       if (at < 0) None else Some(k -> new String(packed.value(at), "UTF-8"))
     }.toMap
     expect(found.size == packed.size && found.forall { case (k, v) => latest(k) == v },
