@@ -59,12 +59,40 @@ final class FixedWidthKeys private (widths: Array[Int], prefixFields: Int, versi
     else {
       val out = new Array[Byte](rowBytes(fields))
       val rest = fields - prefixFields
-      copyFields(pointTo(bytes, at + HeadBytes, prefixFields, prefixRow), 0, 0, prefixFields,
-        out, 0, fields, 0)
-      copyFields(pointTo(bytes, at + restStart + 1, rest, restRow), 0, prefixFields, rest, out,
-        0, fields, prefixFields)
+      if (fields <= 64) moveSlots(bytes, at, out)
+      else {
+        copyFields(pointTo(bytes, at + HeadBytes, prefixFields, prefixRow), 0, 0, prefixFields,
+          out, 0, fields, 0)
+        copyFields(pointTo(bytes, at + restStart + 1, rest, restRow), 0, prefixFields, rest,
+          out, 0, fields, prefixFields)
+      }
       pointTo(out, 0, fields, out.length)
     }
+
+  /** `decode` of a key whose rows have one null word each. A stored key's slots already hold
+   * what a projection writes (this layout's bytes or Spark's encoder's: zeroed, then the field
+   * as its type), so they move whole, and the full row's null word is the prefix row's bits
+   * followed by the other row's: the eviction scan of session windows decodes every key of
+   * the state every batch, and moving field by field was a third of its time (JFR, 20M keys). */
+  private def moveSlots(bytes: Array[Byte], at: Int, out: Array[Byte]): Unit = {
+    val rest = fields - prefixFields
+    val prefixAt = Platform.BYTE_ARRAY_OFFSET + at + HeadBytes
+    val restAt = Platform.BYTE_ARRAY_OFFSET + at + restStart + 1
+    val restNulls = if (rest == 0) 0L else Platform.getLong(bytes, restAt) << prefixFields
+    Platform.putLong(out, Platform.BYTE_ARRAY_OFFSET, Platform.getLong(bytes, prefixAt) | restNulls)
+    var i = 0
+    while (i < prefixFields) {
+      Platform.putLong(out, Platform.BYTE_ARRAY_OFFSET + 8L * (1 + i),
+        Platform.getLong(bytes, prefixAt + 8L * (1 + i)))
+      i += 1
+    }
+    i = 0
+    while (i < rest) {
+      Platform.putLong(out, Platform.BYTE_ARRAY_OFFSET + 8L * (1 + prefixFields + i),
+        Platform.getLong(bytes, restAt + 8L * (1 + i)))
+      i += 1
+    }
+  }
 
   private def head(out: Array[Byte], rowLength: Int): Unit = {
     Platform.putInt(out, Platform.BYTE_ARRAY_OFFSET, 1 + rowLength)
