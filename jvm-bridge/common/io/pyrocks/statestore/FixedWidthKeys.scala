@@ -25,7 +25,8 @@ final class FixedWidthKeys private (widths: Array[Int], prefixFields: Int, versi
 
   private val fields = widths.length
   private val prefixRow = rowBytes(prefixFields)
-  private val restRow = rowBytes(fields - prefixFields)
+  private val restFields = fields - prefixFields // the key's columns after the prefix's
+  private val restRow = rowBytes(restFields)
   private val restStart = HeadBytes + prefixRow // where the second row's version byte is
 
   /** The key of a full key row. */
@@ -34,8 +35,7 @@ final class FixedWidthKeys private (widths: Array[Int], prefixFields: Int, versi
     head(out, prefixRow)
     out(restStart) = version
     copyFields(row, 0, 0, prefixFields, out, HeadBytes, prefixFields, 0)
-    copyFields(row, prefixFields, prefixFields, fields - prefixFields, out, restStart + 1,
-      fields - prefixFields, 0)
+    copyFields(row, prefixFields, prefixFields, restFields, out, restStart + 1, restFields, 0)
     out
   }
 
@@ -58,27 +58,25 @@ final class FixedWidthKeys private (widths: Array[Int], prefixFields: Int, versi
     if (length != restStart + 1 + restRow) null
     else {
       val out = new Array[Byte](rowBytes(fields))
-      val rest = fields - prefixFields
       if (fields <= 64) moveSlots(bytes, at, out)
       else {
         copyFields(pointTo(bytes, at + HeadBytes, prefixFields, prefixRow), 0, 0, prefixFields,
           out, 0, fields, 0)
-        copyFields(pointTo(bytes, at + restStart + 1, rest, restRow), 0, prefixFields, rest,
-          out, 0, fields, prefixFields)
+        copyFields(pointTo(bytes, at + restStart + 1, restFields, restRow), 0, prefixFields,
+          restFields, out, 0, fields, prefixFields)
       }
       pointTo(out, 0, fields, out.length)
     }
 
-  /** `decode` of a key whose rows have one null word each. A stored key's slots already hold
+  /** `decode` of a key of at most 64 fields (a null word a row). A stored key's slots hold
    * what a projection writes (this layout's bytes or Spark's encoder's: zeroed, then the field
    * as its type), so they move whole, and the full row's null word is the prefix row's bits
    * followed by the other row's: the eviction scan of session windows decodes every key of
    * the state every batch, and moving field by field was a third of its time (JFR, 20M keys). */
   private def moveSlots(bytes: Array[Byte], at: Int, out: Array[Byte]): Unit = {
-    val rest = fields - prefixFields
     val prefixAt = Platform.BYTE_ARRAY_OFFSET + at + HeadBytes
     val restAt = Platform.BYTE_ARRAY_OFFSET + at + restStart + 1
-    val restNulls = if (rest == 0) 0L else Platform.getLong(bytes, restAt) << prefixFields
+    val restNulls = if (restFields == 0) 0L else Platform.getLong(bytes, restAt) << prefixFields
     Platform.putLong(out, Platform.BYTE_ARRAY_OFFSET, Platform.getLong(bytes, prefixAt) | restNulls)
     var i = 0
     while (i < prefixFields) {
@@ -87,7 +85,7 @@ final class FixedWidthKeys private (widths: Array[Int], prefixFields: Int, versi
       i += 1
     }
     i = 0
-    while (i < rest) {
+    while (i < restFields) {
       Platform.putLong(out, Platform.BYTE_ARRAY_OFFSET + 8L * (1 + prefixFields + i),
         Platform.getLong(bytes, restAt + 8L * (1 + i)))
       i += 1
