@@ -474,7 +474,11 @@ final class CacheBudget(val limitBytes: Long) {
    */
   def reclaim(n: Long, requester: ReadCache): Long = {
     val goal = limitBytes - n - limitBytes / 8
-    val byAge = caches.toArray(Array.empty[ReadCache]).filter(_ ne requester).sortBy(_.lastUsed)
+    // Each cache's time is read once: tasks go on using their caches while this sorts, and
+    // a sort whose keys move under it may find its comparisons inconsistent and throw
+    // (the JDK's merge sort checks, past 32 caches), failing the task that needed room.
+    val byAge = caches.toArray(Array.empty[ReadCache]).filter(_ ne requester)
+      .map(cache => (cache.lastUsed, cache)).sortBy(_._1).map(_._2)
     var emptied = 0L
     // A parked cache goes whole, key filter included: nothing may ever take it over again.
     byAge.iterator.takeWhile(_ => used.get() > goal).foreach { cache =>

@@ -21,6 +21,7 @@ object CacheChecks {
     "a-complete-cache-answers-full-scans-of-a-prefix-family" -> completeCacheScansPrefixFamily,
     "a-cache-over-its-budget-keeps-what-it-wrote-last" -> overBudgetKeepsTheNewest,
     "evictions-count-what-a-cache-pushed-out" -> evictionsCountWhatWasPushedOut,
+    "reclaim-orders-caches-that-tasks-go-on-using" -> reclaimWhileCachesAreUsed,
     "a-walk-in-key-order-reads-ahead-and-stays-exact" -> walkInKeyOrderReadsAhead,
     "a-read-ahead-window-is-charged-and-kept-exact" -> readAheadWindowChargedAndExact,
     "a-closed-providers-cache-serves-the-next-provider" -> parkedCacheServesTheNextProvider,
@@ -386,6 +387,33 @@ object CacheChecks {
     busy.committed(1, None)
     busy.loaded(1, unchanged = true)
     expect(busy.pushedOutSinceLoad == 0, s"a new load starts at ${busy.pushedOutSinceLoad}")
+  }
+
+  /** `reclaim` orders the idle caches by when each was last used while their tasks go on
+   * using them (Spark's default of 200 partitions: 200 caches). It must order them by one
+   * reading of each time: sorting by times that move under the sort may find its
+   * comparisons inconsistent and throw, failing the task that needed room. */
+  def reclaimWhileCachesAreUsed(f: Fixture): Unit = {
+    import f._
+    val budget = new CacheBudget(8L << 20)
+    val caches = Vector.fill(200)(new ReadCache(budget))
+    caches.foreach(_.loaded(0, unchanged = false))
+    val done = new java.util.concurrent.atomic.AtomicBoolean(false)
+    val toucher = new Thread(() => {
+      val rnd = new scala.util.Random(20261128)
+      while (!done.get) caches(rnd.nextInt(caches.size)).lookup(DefaultCf, rawKey(0))
+    })
+    toucher.start()
+    val failed = try {
+      (1 to 20000).iterator.map { _ =>
+        try { budget.reclaim(budget.limitBytes, caches(0)); None }
+        catch { case e: IllegalArgumentException => Some(e) }
+      }.collectFirst { case Some(e) => e }
+    } finally {
+      done.set(true)
+      toucher.join()
+    }
+    expect(failed.isEmpty, s"reclaim failed while caches were in use: ${failed.orNull}")
   }
 
   /** The filter's memory counts against the budget, and grows within it. */
