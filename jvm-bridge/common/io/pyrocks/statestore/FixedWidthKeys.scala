@@ -77,19 +77,17 @@ final class FixedWidthKeys private (widths: Array[Int], prefixFields: Int, versi
     val prefixAt = Platform.BYTE_ARRAY_OFFSET + at + HeadBytes
     val restAt = Platform.BYTE_ARRAY_OFFSET + at + restStart + 1
     val restNulls = if (restFields == 0) 0L else Platform.getLong(bytes, restAt) << prefixFields
-    Platform.putLong(out, Platform.BYTE_ARRAY_OFFSET, Platform.getLong(bytes, prefixAt) | restNulls)
-    var i = 0
-    while (i < prefixFields) {
-      Platform.putLong(out, Platform.BYTE_ARRAY_OFFSET + 8L * (1 + i),
-        Platform.getLong(bytes, prefixAt + 8L * (1 + i)))
-      i += 1
+    val outAt = Platform.BYTE_ARRAY_OFFSET
+    Platform.putLong(out, outAt, Platform.getLong(bytes, prefixAt) | restNulls)
+    def moveLongs(from: Long, to: Long, count: Int): Unit = {
+      var i = 0
+      while (i < count) {
+        Platform.putLong(out, to + 8L * i, Platform.getLong(bytes, from + 8L * i))
+        i += 1
+      }
     }
-    i = 0
-    while (i < restFields) {
-      Platform.putLong(out, Platform.BYTE_ARRAY_OFFSET + 8L * (1 + prefixFields + i),
-        Platform.getLong(bytes, restAt + 8L * (1 + i)))
-      i += 1
-    }
+    moveLongs(prefixAt + 8, outAt + 8, prefixFields)
+    moveLongs(restAt + 8, outAt + 8L * (1 + prefixFields), restFields)
   }
 
   private def head(out: Array[Byte], rowLength: Int): Unit = {
