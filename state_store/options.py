@@ -267,6 +267,9 @@ class StoreOptions:
     max_open_files: int = -1
     compact_on_commit: bool = False
     min_versions_to_retain: int = 100  # Spark's, recorded in manifests for inspect's GC plan
+    # Not an option: the smallest write frame applied behind the session (deferred_writes.py).
+    # The shim sends a smaller one only before a read, which would wait for it at once.
+    defer_min_bytes: int = 64 << 10
 
 
 def validate(raw: Mapping[str, str]) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from load_inputs import Inputs, load_inputs, present_files
 from state_store.errors import StateStoreError, UnsupportedStorageError
 from state_store.format import gc, lineage, records
 from state_store.format.manifest import file_path
-from state_store.format.records import Op
+from state_store.format.records import EXISTED, KNOWN, Op
 from state_store.format.storage import Storage, open_storage
 from state_store.format.store_root import StoreRoot, query_dir
 from state_store.options import StoreOptions
@@ -58,7 +58,8 @@ from state_store.runtime.engine import VersionedStore
 KEYS = [f"k{i}".encode() for i in range(6)]
 PROVIDERS = 3
 Contents = dict[bytes, bytes]
-CHANGES = st.dictionaries(st.sampled_from(KEYS), st.none() | st.binary(min_size=1, max_size=4),
+# Values of one length: a batch of puts alone is one record shape (records.uniform).
+CHANGES = st.dictionaries(st.sampled_from(KEYS), st.none() | st.binary(min_size=3, max_size=3),
                           min_size=1, max_size=4)
 CRASH = st.none() | st.integers(0, 8)
 
@@ -111,7 +112,8 @@ class ManyWriters(RuleBasedStateMachine):
     def start_query(self, interval: int, max_replay: int) -> None:
         self.options = StoreOptions(snapshot_interval=interval,
                                     max_replay_versions=self.replay_bound or max_replay,
-                                    orphan_margin_seconds=0)
+                                    orphan_margin_seconds=0,
+                                    defer_min_bytes=0)  # the model's frames are small
         self.base = open_storage(self.base_url(), self.storage_options)
         self.query_id = uuid.uuid4().hex
 
@@ -170,9 +172,18 @@ class ManyWriters(RuleBasedStateMachine):
         provider.version, provider.base, provider.pending = version, self.visible(version), {}
 
     def write(self, provider: Provider, changes: dict[bytes, bytes | None]) -> None:
+        """Each record says whether its key existed, as the shim's says when its cache
+        knows; so a frame of puts alone (one record shape) is applied behind the session
+        (deferred_writes.py), and a crash or a race may strike before RocksDB has it."""
+        current = {**provider.base, **provider.pending}
+
+        def known(op: Op, key: bytes) -> int:
+            return op | KNOWN | (EXISTED if current.get(key) is not None else 0)
+
         provider.store.write(b"".join(
-            records.encode(Op.PUT, "default", k, v) if v is not None
-            else records.encode(Op.DELETE, "default", k) for k, v in changes.items()))
+            records.encode(known(Op.PUT, k), "default", k, v) if v is not None
+            else records.encode(known(Op.DELETE, k), "default", k)
+            for k, v in changes.items()))
         provider.pending.update(changes)
 
     def loadable(self, provider: Provider) -> list[int]:

@@ -42,7 +42,7 @@ def test_unknown_operation_is_refused() -> None:
 
 def as_run(payload: bytes) -> tuple[str, list[tuple[int, bytes, bytes]]] | None:
     run = records.uniform(payload)
-    return None if run is None else (run[0], list(run[1]))
+    return None if run is None else (run.cf, list(run.records))
 
 
 def as_decoded(payload: bytes) -> tuple[str, list[tuple[int, bytes, bytes]]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from enum import IntEnum
 from itertools import chain
 
@@ -84,12 +85,20 @@ def decode(buf: bytes | memoryview) -> Iterator[tuple[int, str, bytes, bytes]]:
         raise ProtocolError(f"malformed write record at byte {pos} of {end}: {e}") from e
 
 
-def uniform(buf: bytes | memoryview) -> tuple[str, Iterator[tuple[int, bytes, bytes]]] | None:
+@dataclass(frozen=True)
+class UniformRun:
+    """The records of a payload that `uniform` accepted."""
+
+    cf: str
+    ops: bytes  # every record's op byte with its flags, in order
+    records: Iterator[tuple[int, bytes, bytes]]  # (op byte, key, value), unpacked lazily
+
+
+def uniform(buf: bytes | memoryview) -> UniformRun | None:
     """A payload of two or more records that all share one column family, one key length
     and one value length (what a task writing fixed-width rows sends: its puts, or its
-    deletes), as (that column family, its records as (op byte with its flags, key, value)),
-    unpacked by `struct` in one pass instead of record by record. None for any other
-    payload, which `decode` then reads.
+    deletes), with its records unpacked by `struct` in one pass instead of record by
+    record. None for any other payload, which `decode` then reads.
 
     Nothing is taken on trust from the first record: every length field of every record
     must repeat the first's (checked a column at a time, as strided slices), the payload
@@ -116,11 +125,12 @@ def uniform(buf: bytes | memoryview) -> tuple[str, Iterator[tuple[int, bytes, by
     fields = chain(range(1, key_len_at + _LEN.size), range(value_len_at, value_len_at + _LEN.size))
     if any(data[at::size] != data[at:at + 1] * count for at in fields):
         return None
-    if data[::size].translate(None, _OP_BYTES):
+    ops = data[::size]
+    if ops.translate(None, _OP_BYTES):
         return None  # an unknown operation
     try:
         cf = data[_HEAD.size:key_len_at].decode() if cf_len else DEFAULT_CF
     except UnicodeDecodeError:
         return None
     record = struct.Struct(f">B{key_len_at + _LEN.size - 1}x{key_len}s{_LEN.size}x{value_len}s")
-    return cf, record.iter_unpack(data)
+    return UniformRun(cf, ops, record.iter_unpack(data))

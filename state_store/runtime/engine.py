@@ -118,6 +118,16 @@ class VersionedStore:
         return self.copy.num_keys
 
     def _require(self, states: tuple[State, ...], action: str) -> None:
+        failure = self.copy.deferred.failure
+        if failure is not None and self.state in _LOADED:
+            # A write applied behind the session failed (deferred_writes.py): the copy is
+            # no version now, committed ones are whole in the root, and a load rebuilds.
+            self._lose_version()
+            if State.NONE not in states:
+                raise StateStoreError(
+                    f"{self.name}: cannot {action}: applying write records to the working "
+                    f"copy failed ({failure}); the committed versions are intact and the "
+                    "next load rebuilds the working copy")
         if self.state not in states:
             raise StateStoreError(f"{self.name}: cannot {action} with {self.state.value} "
                                   f"(it needs {' or '.join(s.value for s in states)})")

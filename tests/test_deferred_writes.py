@@ -1,0 +1,212 @@
+"""Write frames applied behind the session (deferred_writes.py), on real RocksDB: whatever
+reads the working copy sees every write sent before it, a commit does not wait for them,
+a snapshot holds exactly its version, and a failed apply loses the working copy, never a
+committed version. Applies are held back (a delay, or a gate) so that each test would see
+the writes missing if the rule it guards were broken."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from state_store.errors import StateStoreError
+from state_store.format import records
+from state_store.format.records import EXISTED, KNOWN, Op
+from state_store.runtime.deferred_writes import DeferredWrites
+from state_store.runtime.engine import VersionedStore
+from state_store.runtime.working_copy import WorkingCopy
+from test_engine import contents
+from test_engine import open_store as open_engine_store
+
+KEYS = [b"key-%04d" % i for i in range(64)]
+HELD_S = 0.3  # how long each deferred frame waits before RocksDB gets it
+
+
+def open_store(root: Path, local: Path) -> VersionedStore:
+    """A store that defers frames of any size (the default defers only large ones)."""
+    return open_engine_store(root, local, interval=100, defer_min_bytes=0)
+
+
+def known_puts(keys: list[bytes], value: bytes, existed: bool) -> bytes:
+    """A frame the worker defers: one record shape, each record saying whether its key
+    existed (what the shim sends when its read cache knows)."""
+    op = Op.PUT | KNOWN | (EXISTED if existed else 0)
+    return b"".join(records.encode(op, "default", k, value) for k in keys)
+
+
+def known_deletes(keys: list[bytes]) -> bytes:
+    return b"".join(records.encode(Op.DELETE | KNOWN | EXISTED, "default", k) for k in keys)
+
+
+def hold_applies(monkeypatch: pytest.MonkeyPatch,
+                 before: Callable[[], None] = lambda: time.sleep(HELD_S)) -> None:
+    original = WorkingCopy._apply_deferred
+
+    def held(self: WorkingCopy, cf: str, run: Iterator[tuple[int, bytes, bytes]]) -> None:
+        before()
+        original(self, cf, run)
+
+    monkeypatch.setattr(WorkingCopy, "_apply_deferred", held)
+
+
+def first_version(store: VersionedStore) -> dict[bytes, bytes]:
+    """Version 1 (its commit snapshots: the lineage starts there), applied and settled."""
+    store.load(0)
+    store.write(known_puts(KEYS, b"v1", existed=False))
+    assert store.commit(1)["published"]
+    return {k: b"v1" for k in KEYS}
+
+
+def test_reads_see_every_deferred_write_before_them(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    first_version(store)
+    hold_applies(monkeypatch)
+    store.load(1)
+    store.write(known_puts(KEYS, b"v2", existed=True))
+    assert store.copy.deferred.queued_bytes > 0, "the frame is deferred"
+    assert store.get("default", KEYS[0]) == b"v2"
+    store.write(known_deletes(KEYS[:10]))
+    assert store.get("default", KEYS[0]) is None
+    store.write(known_puts(KEYS[10:20], b"v3", existed=True))
+    expected = {**{k: b"v2" for k in KEYS[20:]}, **{k: b"v3" for k in KEYS[10:20]}}
+    assert contents(store) == expected
+    assert store.num_keys == len(expected)
+    assert store.commit(2)["num_keys"] == len(expected)
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(2)
+    assert contents(fresh) == expected
+
+
+def test_a_frame_applied_now_lands_on_the_deferred_ones(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge reads the working copy: it must find the puts deferred before it."""
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    first_version(store)
+    hold_applies(monkeypatch)
+    store.load(1)
+    store.write(known_puts(KEYS, b"v2", existed=True))
+    store.write(records.encode(Op.MERGE, "default", KEYS[0], b"+m"))
+    assert store.get("default", KEYS[0]) == b"v2+m"
+
+
+def test_a_commit_does_not_wait_and_its_snapshot_holds_its_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    first_version(store)
+    hold_applies(monkeypatch)
+    store.load(1)
+    store.write(known_puts(KEYS, b"v2", existed=True))
+    assert store.commit(2)["published"]
+    assert store.copy.deferred.queued_bytes > 0, "the commit returned before the apply"
+    store.snapshot_now()
+    store.snapshots.drain()
+    reader = open_store(tmp_path / "root", tmp_path / "b")
+    reader.load_from_snapshot(2, 2)  # the snapshot alone, no changelog replayed
+    assert contents(reader) == {k: b"v2" for k in KEYS}
+
+
+def test_a_failed_apply_loses_the_working_copy_not_the_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    first_version(store)
+    gate = threading.Event()
+
+    def fail() -> None:
+        gate.wait(30)
+        raise OSError("no space left on device")
+
+    hold_applies(monkeypatch, before=fail)
+    store.load(1)
+    store.write(known_puts(KEYS, b"v2", existed=True))
+    assert store.commit(2)["published"]
+    gate.set()
+    with pytest.raises(StateStoreError, match="applying write records to the working copy "
+                       "failed.*no space left on device"):
+        store.get("default", KEYS[0])
+    monkeypatch.undo()
+    store.load(2)  # rebuilt from the root: the version was committed whole
+    assert contents(store) == {k: b"v2" for k in KEYS}
+    assert store.num_keys == len(KEYS)
+
+
+def test_a_store_ending_after_a_failed_apply_snapshots_nothing_wrong(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The final snapshot (`end`) is of the committed version, which the failed copy no
+    longer holds: none is taken, and the version still loads whole from its changelog."""
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    first_version(store)
+    gate = threading.Event()
+
+    def fail() -> None:
+        gate.wait(30)
+        raise OSError("no space left on device")
+
+    hold_applies(monkeypatch, before=fail)
+    store.load(1)
+    store.write(known_puts(KEYS, b"v2", existed=True))
+    assert store.commit(2)["published"]
+    gate.set()
+    store.end()
+    monkeypatch.undo()
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(2)
+    assert contents(fresh) == {k: b"v2" for k in KEYS}
+
+
+def test_a_small_frame_is_applied_at_once(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shim sends a frame short of its batch size only before a read, which would
+    wait for it at once: such a frame is applied on the session's thread."""
+    store = open_engine_store(tmp_path / "root", tmp_path / "a")
+    first_version(store)
+    hold_applies(monkeypatch)
+    store.load(1)
+    frame = known_puts(KEYS, b"v2", existed=True)
+    assert len(frame) < store.opts.defer_min_bytes
+    store.write(frame)
+    assert store.copy.deferred.queued_bytes == 0
+    big = [b"big-%06d" % i for i in range(store.opts.defer_min_bytes // 16)]
+    store.write(known_puts(big, b"v2", existed=False))
+    assert store.copy.deferred.queued_bytes > 0, "a frame of the batch size is deferred"
+
+
+def test_the_queue_holds_at_most_its_limit_and_keeps_order() -> None:
+    deferred = DeferredWrites("unit", limit_bytes=100)
+    gate = threading.Event()
+    applied: list[tuple[int, int]] = []
+    deferred.submit(60, lambda: gate.wait(30))
+
+    def produce() -> None:
+        for i in range(5):
+            deferred.submit(60, lambda i=i: applied.append((i, deferred.queued_bytes)))
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    producer.join(0.5)
+    assert producer.is_alive(), "a frame past the limit waits for the queue to drain"
+    gate.set()
+    producer.join(30)
+    deferred.settle()
+    assert [i for i, _ in applied] == list(range(5))
+    assert max(queued for _, queued in applied) <= 100
+
+
+def test_a_failure_is_reported_until_the_copy_is_closed() -> None:
+    deferred = DeferredWrites("unit")
+
+    def fail() -> None:
+        raise OSError("disk gone")
+
+    deferred.submit(1, fail)
+    with pytest.raises(StateStoreError, match="unit: applying write records.*disk gone"):
+        deferred.settle()
+    with pytest.raises(StateStoreError, match="disk gone"):
+        deferred.submit(1, lambda: None)
+    deferred.quiesce()
+    deferred.submit(1, lambda: None)
+    deferred.settle()
