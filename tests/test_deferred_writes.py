@@ -61,14 +61,21 @@ def first_version(store: VersionedStore) -> dict[bytes, bytes]:
     return {k: b"v1" for k in KEYS}
 
 
-def test_reads_see_every_deferred_write_before_them(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    store = open_store(tmp_path / "root", tmp_path / "a")
+def write_version_two_held(store: VersionedStore, monkeypatch: pytest.MonkeyPatch,
+                           before: Callable[[], None] = lambda: time.sleep(HELD_S)) -> None:
+    """Version 1 committed; then version 2's frame (every key to b"v2") written, its apply
+    held by `before`."""
     first_version(store)
-    hold_applies(monkeypatch)
+    hold_applies(monkeypatch, before)
     store.load(1)
     store.write(known_puts(KEYS, b"v2", existed=True))
     assert store.copy.deferred.queued_bytes > 0, "the frame is deferred"
+
+
+def test_reads_see_every_deferred_write_before_them(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    write_version_two_held(store, monkeypatch)
     assert store.get("default", KEYS[0]) == b"v2"
     store.write(known_deletes(KEYS[:10]))
     assert store.get("default", KEYS[0]) is None
@@ -86,10 +93,7 @@ def test_a_frame_applied_now_lands_on_the_deferred_ones(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A merge reads the working copy: it must find the puts deferred before it."""
     store = open_store(tmp_path / "root", tmp_path / "a")
-    first_version(store)
-    hold_applies(monkeypatch)
-    store.load(1)
-    store.write(known_puts(KEYS, b"v2", existed=True))
+    write_version_two_held(store, monkeypatch)
     store.write(records.encode(Op.MERGE, "default", KEYS[0], b"+m"))
     assert store.get("default", KEYS[0]) == b"v2+m"
 
@@ -97,10 +101,7 @@ def test_a_frame_applied_now_lands_on_the_deferred_ones(tmp_path: Path,
 def test_a_commit_does_not_wait_and_its_snapshot_holds_its_version(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store(tmp_path / "root", tmp_path / "a")
-    first_version(store)
-    hold_applies(monkeypatch)
-    store.load(1)
-    store.write(known_puts(KEYS, b"v2", existed=True))
+    write_version_two_held(store, monkeypatch)
     assert store.commit(2)["published"]
     assert store.copy.deferred.queued_bytes > 0, "the commit returned before the apply"
     store.snapshot_now()
@@ -110,21 +111,25 @@ def test_a_commit_does_not_wait_and_its_snapshot_holds_its_version(
     assert contents(reader) == {k: b"v2" for k in KEYS}
 
 
-def test_a_failed_apply_loses_the_working_copy_not_the_version(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = open_store(tmp_path / "root", tmp_path / "a")
-    first_version(store)
+def commit_version_two_then_fail_its_apply(store: VersionedStore,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Version 2 published while its frame's apply is held; then the apply fails, as on a
+    full disk (`settle` is where the store learns it)."""
     gate = threading.Event()
 
     def fail() -> None:
         gate.wait(30)
         raise OSError("no space left on device")
 
-    hold_applies(monkeypatch, before=fail)
-    store.load(1)
-    store.write(known_puts(KEYS, b"v2", existed=True))
+    write_version_two_held(store, monkeypatch, before=fail)
     assert store.commit(2)["published"]
     gate.set()
+
+
+def test_a_failed_apply_loses_the_working_copy_not_the_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    commit_version_two_then_fail_its_apply(store, monkeypatch)
     with pytest.raises(StateStoreError, match="applying write records to the working copy "
                        "failed.*no space left on device"):
         store.get("default", KEYS[0])
@@ -139,18 +144,7 @@ def test_a_store_ending_after_a_failed_apply_snapshots_nothing_wrong(
     """The final snapshot (`end`) is of the committed version, which the failed copy no
     longer holds: none is taken, and the version still loads whole from its changelog."""
     store = open_store(tmp_path / "root", tmp_path / "a")
-    first_version(store)
-    gate = threading.Event()
-
-    def fail() -> None:
-        gate.wait(30)
-        raise OSError("no space left on device")
-
-    hold_applies(monkeypatch, before=fail)
-    store.load(1)
-    store.write(known_puts(KEYS, b"v2", existed=True))
-    assert store.commit(2)["published"]
-    gate.set()
+    commit_version_two_then_fail_its_apply(store, monkeypatch)
     store.end()
     monkeypatch.undo()
     fresh = open_store(tmp_path / "root", tmp_path / "b")
