@@ -172,8 +172,8 @@ class ManyWriters(RuleBasedStateMachine):
         provider.version, provider.base, provider.pending = version, self.visible(version), {}
 
     def write(self, provider: Provider, changes: dict[bytes, bytes | None]) -> None:
-        """Each record says whether its key existed, as the shim's says when its cache
-        knows; so a frame of puts alone (one record shape) is applied behind the session
+        """Each record says whether its key existed, as the shim's records do when its
+        cache knows; so a frame of puts alone (one record shape) is applied behind the session
         (deferred_writes.py), and a crash or a race may strike before RocksDB has it."""
         current = {**provider.base, **provider.pending}
 

@@ -58,15 +58,13 @@ class DeferredWrites:
     def settle(self) -> None:
         """Returns once every queued frame is applied; raises if one failed."""
         with self._changed:
-            while self._applying:
-                self._changed.wait()
+            self._changed.wait_for(lambda: not self._applying)
             self._raise_failure()
 
     def quiesce(self) -> None:
         """`settle` without raising, and clears a failure: what closing the copy needs."""
         with self._changed:
-            while self._applying:
-                self._changed.wait()
+            self._changed.wait_for(lambda: not self._applying)
             self._failure = None
 
     @property

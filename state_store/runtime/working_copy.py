@@ -41,6 +41,9 @@ _PUT_OR_DELETE = frozenset((_PUT, _DELETE))  # applied through the WriteBatch
 # key count, by that byte: a new key +1, a removed one -1.
 _KEY_COUNT_CHANGE = tuple(
     1 if b == _PUT | KNOWN else -1 if b == _DELETE | KNOWN | EXISTED else 0 for b in range(256))
+# The op bytes that change it, for counting a frame's op bytes at once (`_defer`).
+_COUNT_CHANGING = tuple((bytes([b]), change) for b, change in enumerate(_KEY_COUNT_CHANGE)
+                        if change)
 # The op bytes of records that may be applied behind the session (deferred_writes.py), by
 # whether keys are counted: then each must say whether its key existed.
 _DEFERRABLE = {count: bytes(op | flags for op in _PUT_OR_DELETE
@@ -249,7 +252,7 @@ class WorkingCopy:
                 or run.ops.translate(None, _DEFERRABLE[count_keys]):
             return False
         if count_keys:
-            self.num_keys += run.ops.count(_PUT | KNOWN) - run.ops.count(_DELETE | KNOWN | EXISTED)
+            self.num_keys += sum(change * run.ops.count(op) for op, change in _COUNT_CHANGING)
         self.deferred.submit(size, lambda: self._apply_deferred(run.cf, run.records))
         return True
 
