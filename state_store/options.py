@@ -267,8 +267,9 @@ class StoreOptions:
     max_open_files: int = -1
     compact_on_commit: bool = False
     min_versions_to_retain: int = 100  # Spark's, recorded in manifests for inspect's GC plan
-    # Not an option: the smallest write frame applied behind the session (deferred_writes.py).
-    # The shim sends a smaller one only before a read, which would wait for it at once.
+    # Not an option: the smallest write frame applied behind an idle session's queue
+    # (deferred_writes.py). The shim sends a smaller one only before a request: a read,
+    # which would wait for it at once, or the commit.
     defer_min_bytes: int = 64 << 10
 
 

@@ -169,6 +169,41 @@ def test_a_small_frame_is_applied_at_once(tmp_path: Path,
     assert store.copy.deferred.queued_bytes > 0, "a frame of the batch size is deferred"
 
 
+def test_a_small_frame_behind_waiting_ones_is_queued_and_the_commit_does_not_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task's last frame is short of the batch size. Applied at once, it would wait for
+    the frames before it (`settle`), and so would the commit behind it."""
+    store = open_engine_store(tmp_path / "root", tmp_path / "a")
+    gate = threading.Event()
+    write_big_frame_held(store, monkeypatch, gate)
+    opener = threading.Timer(30, gate.set)  # only so that a broken rule fails, not hangs
+    opener.start()
+    try:
+        held = store.copy.deferred.queued_bytes
+        store.write(known_puts(KEYS, b"v2", existed=False))
+        assert store.copy.deferred.queued_bytes > held, "queued behind the held frame"
+        assert store.commit(2)["published"]
+        assert not gate.is_set(), "neither the small frame nor the commit waited"
+    finally:
+        gate.set()
+        opener.cancel()
+    assert store.get("default", KEYS[0]) == b"v2"
+    assert store.num_keys == len(KEYS) + store.opts.defer_min_bytes // 16
+
+
+def write_big_frame_held(store: VersionedStore, monkeypatch: pytest.MonkeyPatch,
+                         gate: threading.Event) -> None:
+    """Version 1 (no keys of KEYS) committed, then a frame of the batch size, its apply
+    held until `gate` opens."""
+    store.load(0)
+    assert store.commit(1)["published"]
+    hold_applies(monkeypatch, before=gate.wait)
+    store.load(1)
+    big = [b"big-%06d" % i for i in range(store.opts.defer_min_bytes // 16)]
+    store.write(known_puts(big, b"v2", existed=False))
+    assert store.copy.deferred.queued_bytes > 0, "a frame of the batch size is deferred"
+
+
 def test_the_queue_holds_at_most_its_limit_and_keeps_order() -> None:
     deferred = DeferredWrites("unit", limit_bytes=100)
     gate = threading.Event()

@@ -68,6 +68,12 @@ class DeferredWrites:
             self._failure = None
 
     @property
+    def busy(self) -> bool:
+        """Frames are waiting or being applied: a `settle` now would wait for them."""
+        with self._changed:
+            return self._applying
+
+    @property
     def queued_bytes(self) -> int:
         """Bytes of frames not yet applied (the one being applied among them)."""
         with self._changed:

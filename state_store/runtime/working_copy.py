@@ -246,9 +246,14 @@ class WorkingCopy:
     def _defer(self, run: records.UniformRun, size: int, count_keys: bool) -> bool:
         """Queues `run` if it is puts and deletes only, of a column family that exists, each
         saying whether its key existed (when keys are counted): then the count changes by
-        the op bytes alone, here, and nothing of it needs RocksDB before a read. A frame
-        under `defer_min_bytes` is applied now: a read follows it (StoreOptions)."""
-        if size < self.opts.defer_min_bytes or run.cf not in self.cfs \
+        the op bytes alone, here, and nothing of it needs RocksDB before a read.
+
+        A frame under `defer_min_bytes` ends a task's writes before a request: a read, or
+        the commit. On an idle queue it is applied now, since a read would wait for its
+        handover. Behind waiting frames it is queued too: applying it now would wait for
+        them all (`settle`), which a read behind it waits for anyway and a commit need not."""
+        if (size < self.opts.defer_min_bytes and not self.deferred.busy) \
+                or run.cf not in self.cfs \
                 or run.ops.translate(None, _DEFERRABLE[count_keys]):
             return False
         if count_keys:
