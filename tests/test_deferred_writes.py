@@ -164,8 +164,7 @@ def test_a_small_frame_is_applied_at_once(tmp_path: Path,
     assert len(frame) < store.opts.defer_min_bytes
     store.write(frame)
     assert store.copy.deferred.queued_bytes == 0
-    big = [b"big-%06d" % i for i in range(store.opts.defer_min_bytes // 16)]
-    store.write(known_puts(big, b"v2", existed=False))
+    store.write(known_puts(batch_size_keys(store), b"v2", existed=False))
     assert store.copy.deferred.queued_bytes > 0, "a frame of the batch size is deferred"
 
 
@@ -188,7 +187,7 @@ def test_a_small_frame_behind_waiting_ones_is_queued_and_the_commit_does_not_wai
         gate.set()
         opener.cancel()
     assert store.get("default", KEYS[0]) == b"v2"
-    assert store.num_keys == len(KEYS) + store.opts.defer_min_bytes // 16
+    assert store.num_keys == len(KEYS) + len(batch_size_keys(store))
 
 
 def write_big_frame_held(store: VersionedStore, monkeypatch: pytest.MonkeyPatch,
@@ -199,9 +198,13 @@ def write_big_frame_held(store: VersionedStore, monkeypatch: pytest.MonkeyPatch,
     assert store.commit(1)["published"]
     hold_applies(monkeypatch, before=gate.wait)
     store.load(1)
-    big = [b"big-%06d" % i for i in range(store.opts.defer_min_bytes // 16)]
-    store.write(known_puts(big, b"v2", existed=False))
+    store.write(known_puts(batch_size_keys(store), b"v2", existed=False))
     assert store.copy.deferred.queued_bytes > 0, "a frame of the batch size is deferred"
+
+
+def batch_size_keys(store: VersionedStore) -> list[bytes]:
+    """Keys whose puts make a frame of the batch size (`defer_min_bytes` and up)."""
+    return [b"big-%06d" % i for i in range(store.opts.defer_min_bytes // 16)]
 
 
 def test_the_queue_holds_at_most_its_limit_and_keeps_order() -> None:
