@@ -3,8 +3,8 @@
     python -m benchmarks.macro            # default sizes (see --help)
     python -m benchmarks.macro --quick    # a small smoke run, about a minute
 
-Two workloads, each run once per provider in ONE SparkSession (local[2], 8 shuffle
-partitions, noop sink; the providers take turns at running first, workload by workload),
+Two workloads (by default), each run once per provider, each run in a SparkSession, JVM and
+worker pool of its own (`benchmarks/child.py`: local[2], 8 shuffle partitions, noop sink),
 reading the same pre-generated Parquet files, one file per micro-batch
 (`maxFilesPerTrigger=1`, `availableNow` trigger):
 
@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks import report
+from benchmarks.child import run_module_child
 from state_store.spark import PROVIDER_CLASS, configure
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -64,13 +65,6 @@ PROVIDERS: tuple[Provider, ...] = (
     Provider("spark-rocksdb-changelog", SPARK_ROCKSDB, changelog=True),
     Provider("spark-hdfs", SPARK_HDFS),
 )
-
-
-def in_turn(providers: Sequence[Provider], index: int) -> list[Provider]:
-    """The providers, starting with the `index`-th (round `index` of a run in one session):
-    each takes every place in turn, so none is always the first on a cold JVM."""
-    first = index % len(providers)
-    return [*providers[first:], *providers[:first]]
 
 
 @dataclass(frozen=True)
@@ -259,6 +253,11 @@ def start_sessions(spark: Any, input_dir: Path, checkpoint: str) -> Any:
             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
 
 
+STARTS: dict[str, Callable[[Any, Path, str], Any]] = {
+    "aggregation": start_aggregation, "dedup": start_dedup, "join": start_join,
+    "sessions": start_sessions}
+
+
 def prepare_workloads(work_dir: Path, cfg: Config) -> list[Workload]:
     made = []
     if "aggregation" in cfg.workloads:
@@ -328,6 +327,39 @@ def summarize(result: RunResult, warmup: int) -> None:
         result.peak_memory_bytes = max(b.memory_bytes for b in measured)
     if result.batches:
         result.final_state_rows = result.batches[-1].state_rows
+
+
+def run_isolated(workload: Workload, provider: Provider, cfg: Config,
+                 work_dir: Path) -> tuple[RunResult, str | None]:
+    """`run_one` in a process and JVM of its own (`benchmarks/child.py`); with the Spark
+    version it ran on."""
+    spec = {"config": asdict(cfg), "workload": workload.name,
+            "input": str(workload.input_dir), "provider": provider.name,
+            "work": str(work_dir / f"{workload.name}-{provider.name}")}
+    answer, error = run_module_child("benchmarks.macro", spec, cfg.timeout_s + 300)
+    if answer is None:
+        result = RunResult(workload.name, provider.name, provider.class_name,
+                           provider.changelog, error=error)
+        print(f"[{workload.name}] {provider.name}: ERROR {first_line(error)}", flush=True)
+        return result, None
+    batches = [BatchMetrics(**b) for b in answer["result"].pop("batches")]
+    return RunResult(**answer["result"], batches=batches), answer["spark"]
+
+
+def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """The child's side of `run_isolated`."""
+    cfg = Config(**{k: tuple(v) if isinstance(v, list) else v
+                    for k, v in spec["config"].items()})
+    work_dir = Path(spec["work"])
+    work_dir.mkdir(parents=True)
+    workload = Workload(spec["workload"], Path(spec["input"]), None, STARTS[spec["workload"]])
+    provider = next(p for p in PROVIDERS if p.name == spec["provider"])
+    spark = build_session(cfg, work_dir)
+    try:
+        result = run_one(spark, workload, provider, cfg, work_dir)
+        return {"result": asdict(result), "spark": spark.version}
+    finally:
+        spark.stop()
 
 
 def run_one(spark: Any, workload: Workload, provider: Provider, cfg: Config,
@@ -505,6 +537,11 @@ def check(parser: argparse.ArgumentParser, cfg: Config) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--child"]:
+        print(json.dumps(run_child(json.loads(argv[1]))))
+        return 0
     cfg = parse_args(argv)
     providers = [p for p in PROVIDERS if p.name in cfg.providers]
     with tempfile.TemporaryDirectory(prefix="pyrocks-macro-") as tmp:
@@ -512,13 +549,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"generating input under {work_dir} ...", flush=True)
         workloads = prepare_workloads(work_dir, cfg)
         expected = {w.name: w.expected_state_rows for w in workloads}
-        spark = build_session(cfg, work_dir)
-        try:
-            results = [run_one(spark, w, p, cfg, work_dir)
-                       for i, w in enumerate(workloads) for p in in_turn(providers, i)]
-            spark_version = spark.version
-        finally:
-            spark.stop()
+        runs = [run_isolated(w, p, cfg, work_dir) for w in workloads for p in providers]
+    results = [result for result, _ in runs]
+    spark_version = next((version for _, version in runs if version), "unknown")
     found = ratios(results)
     print(render_table(results, found, cfg, expected))
     for note in warnings_for(results, expected):

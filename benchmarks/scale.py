@@ -36,9 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,6 +50,7 @@ import pyarrow as pa
 
 from benchmarks import report
 from benchmarks.bench_jar import NOOP_PROVIDER, bench_jar
+from benchmarks.child import run_module_child
 from benchmarks.macro import (
     PROVIDER_KEY,
     PROVIDERS,
@@ -260,24 +259,8 @@ def spawn(cfg: Config, workload: str, keys: int, provider: str, base: Path,
           work: Path) -> Run:
     spec = {"config": asdict(cfg), "workload": workload, "keys": keys, "provider": provider,
             "input": str(base), "work": str(work)}
-    # A session of its own, so that a run past its deadline goes with its JVM and workers:
-    # a JVM lost in garbage collection answers nothing, its own timeout included.
-    child = subprocess.Popen([sys.executable, "-m", "benchmarks.scale", "--child",
-                              json.dumps(spec)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = cfg.timeout_s + 300
-    try:
-        stdout, stderr = child.communicate(timeout=deadline)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
-        return Run(workload, keys, provider,
-                   error=f"no answer within {deadline:.0f} s (killed with its JVM)")
-    last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
-    if child.returncode != 0 or not last.startswith("{"):
-        return Run(workload, keys, provider,
-                   error=f"exit {child.returncode}: {stderr.strip()[-600:]}")
-    return Run(**json.loads(last))
+    answer, error = run_module_child("benchmarks.scale", spec, cfg.timeout_s + 300)
+    return Run(workload, keys, provider, error=error) if answer is None else Run(**answer)
 
 
 def sweep(cfg: Config, scratch: Path, results: Path) -> list[Run]:

@@ -1,0 +1,42 @@
+"""One benchmark run in a Python process, JVM and worker pool of its own.
+
+A provider measured in a JVM another provider used first inherits its leftovers: loaded
+state in the heap, maintenance threads still snapshotting it, a JIT already warm on the
+query's code. In one shared session Spark's HDFS provider ran our aggregation batch 1.3×
+slower than in a fresh one (docs/benchmarks.md, "The issue's operations, in one run").
+So each run gets a fresh one, and its own process session: a run past its deadline goes
+with its JVM and workers, since a JVM lost in garbage collection answers nothing, its own
+timeout included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+
+def run_module_child(module: str, spec: dict[str, Any],
+                     deadline_s: float) -> tuple[dict[str, Any] | None, str]:
+    """Runs `python -m module --child <spec as JSON>`, whose last line of output is its
+    result as a JSON object. Returns (that object, "") or (None, why there is none); the
+    lines before it (progress) are echoed."""
+    child = subprocess.Popen([sys.executable, "-m", module, "--child", json.dumps(spec)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        stdout, stderr = child.communicate(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        return None, f"no answer within {deadline_s:.0f} s (killed with its JVM)"
+    lines = stdout.strip().splitlines()
+    last = lines[-1] if lines else ""
+    for line in lines[:-1]:
+        print(line, flush=True)
+    if child.returncode != 0 or not last.startswith("{"):
+        return None, f"exit {child.returncode}: {stderr.strip()[-600:]}"
+    return json.loads(last), ""
