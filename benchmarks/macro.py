@@ -67,6 +67,14 @@ PROVIDERS: tuple[Provider, ...] = (
 )
 
 
+def in_turn(providers: Sequence[Provider], index: int) -> list[Provider]:
+    """The providers, starting with the `index`-th (round `index` of a run in one session,
+    as `tws` and `query_end` run theirs): each takes every place in turn, so none is always
+    the first on a cold JVM."""
+    first = index % len(providers)
+    return [*providers[first:], *providers[:first]]
+
+
 @dataclass(frozen=True)
 class Config:
     rows: int

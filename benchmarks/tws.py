@@ -36,11 +36,11 @@ from benchmarks.macro import (
     OURS,
     PROVIDERS,
     Config,
-    Provider,
     RunResult,
     Workload,
     build_session,
     file_stream,
+    in_turn,
     insert_then_update,
     run_one,
     write_batches,
@@ -81,13 +81,6 @@ def start_tws(spark: Any, input_dir: Path, checkpoint: str) -> Any:
         .transformWithStateInPandas(CountAndLast(), "key long, n long", "Update", "None")
     return (counts.writeStream.outputMode("update").format("noop")
             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
-
-
-def in_turn(providers: Sequence[Provider], index: int) -> list[Provider]:
-    """The providers, starting with the `index`-th (round `index` of a run in one session):
-    each takes every place in turn, so none is always the first on a cold JVM."""
-    first = index % len(providers)
-    return [*providers[first:], *providers[:first]]
 
 
 def median(values: Sequence[float | None]) -> float | None:
