@@ -3,8 +3,8 @@
 A provider measured in a JVM another provider used first inherits its leftovers: loaded
 state in the heap, maintenance threads still snapshotting it, a JIT already warm on the
 query's code. In one shared JVM our aggregation batch at 200k keys read 1.09–1.42 of Spark
-HDFS's where fresh JVMs give 0.90, and session windows moved the other way, 0.80 against
-1.01 (docs/benchmarks.md, "The issue's operations, in one run"). So each run gets a fresh
+HDFS's where fresh JVMs give 0.90 (docs/benchmarks.md, "The issue's operations, in one
+run"). So each run gets a fresh
 one, and its own process session: a run past its deadline goes with its JVM and workers,
 since a JVM lost in garbage collection answers nothing, its own timeout included.
 """
