@@ -4,9 +4,9 @@ A provider measured in a JVM another provider used first inherits its leftovers:
 state in the heap, maintenance threads still snapshotting it, a JIT already warm on the
 query's code. In one shared JVM our aggregation batch at 200k keys read 1.09–1.42 of Spark
 HDFS's where fresh JVMs give 0.90 (docs/benchmarks.md, "The issue's operations, in one
-run"). So each run gets a fresh
-one, and its own process session: a run past its deadline goes with its JVM and workers,
-since a JVM lost in garbage collection answers nothing, its own timeout included.
+run"). So each run gets a fresh one, and its own process session: a run past its deadline
+goes with its JVM and workers, since a JVM lost in garbage collection answers nothing, its
+own timeout included.
 """
 
 from __future__ import annotations
@@ -16,7 +16,15 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def from_json(cls: type[T], fields: dict[str, Any]) -> T:
+    """A run's configuration (a dataclass) back from the JSON of its spec, where its tuples
+    became lists."""
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
 
 
 def run_module_child(module: str, spec: dict[str, Any],

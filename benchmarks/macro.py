@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks import report
-from benchmarks.child import run_module_child
+from benchmarks.child import from_json, run_module_child
 from state_store.spark import PROVIDER_CLASS, configure
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -261,27 +261,23 @@ def start_sessions(spark: Any, input_dir: Path, checkpoint: str) -> Any:
             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
 
 
-STARTS: dict[str, Callable[[Any, Path, str], Any]] = {
-    "aggregation": start_aggregation, "dedup": start_dedup, "join": start_join,
-    "sessions": start_sessions}
+# Per workload, in run order: what writes its input (returning the final state rows every
+# provider must reach, or None: they must agree) and what starts its query.
+WORKLOADS: dict[str, tuple[Callable[[Path, Config], int | None],
+                           Callable[[Any, Path, str], Any]]] = {
+    "aggregation": (aggregation_input, start_aggregation),
+    "dedup": (dedup_input, start_dedup),
+    "join": (join_input, start_join),
+    "sessions": (session_input, start_sessions),
+}
 
 
 def prepare_workloads(work_dir: Path, cfg: Config) -> list[Workload]:
     made = []
-    if "aggregation" in cfg.workloads:
-        path = work_dir / "input" / "aggregation"
-        made.append(Workload("aggregation", path, aggregation_input(path, cfg), start_aggregation))
-    if "dedup" in cfg.workloads:
-        path = work_dir / "input" / "dedup"
-        made.append(Workload("dedup", path, dedup_input(path, cfg), start_dedup))
-    if "join" in cfg.workloads:
-        path = work_dir / "input" / "join"
-        join_input(path, cfg)
-        made.append(Workload("join", path, None, start_join))
-    if "sessions" in cfg.workloads:
-        path = work_dir / "input" / "sessions"
-        session_input(path, cfg)
-        made.append(Workload("sessions", path, None, start_sessions))
+    for name, (write_input, start) in WORKLOADS.items():
+        if name in cfg.workloads:
+            path = work_dir / "input" / name
+            made.append(Workload(name, path, write_input(path, cfg), start))
     return made
 
 
@@ -356,11 +352,11 @@ def run_isolated(workload: Workload, provider: Provider, cfg: Config,
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     """The child's side of `run_isolated`."""
-    cfg = Config(**{k: tuple(v) if isinstance(v, list) else v
-                    for k, v in spec["config"].items()})
+    cfg = from_json(Config, spec["config"])
     work_dir = Path(spec["work"])
     work_dir.mkdir(parents=True)
-    workload = Workload(spec["workload"], Path(spec["input"]), None, STARTS[spec["workload"]])
+    _, start = WORKLOADS[spec["workload"]]
+    workload = Workload(spec["workload"], Path(spec["input"]), None, start)
     provider = next(p for p in PROVIDERS if p.name == spec["provider"])
     spark = build_session(cfg, work_dir)
     try:
@@ -538,7 +534,7 @@ def check(parser: argparse.ArgumentParser, cfg: Config) -> None:
         parser.error("--rows, --keys and --batches must be >= 1, --warmup >= 0")
     if cfg.batches <= cfg.warmup:
         parser.error("--batches must be larger than --warmup")
-    unknown = set(cfg.workloads) - {"aggregation", "dedup", "join", "sessions"}
+    unknown = set(cfg.workloads) - set(WORKLOADS)
     unknown |= set(cfg.providers) - {p.name for p in PROVIDERS}
     if unknown or not cfg.workloads or not cfg.providers:
         parser.error(f"unknown or empty workloads/providers: {sorted(unknown)}")

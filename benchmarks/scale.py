@@ -50,7 +50,7 @@ import pyarrow as pa
 
 from benchmarks import report
 from benchmarks.bench_jar import NOOP_PROVIDER, bench_jar
-from benchmarks.child import run_module_child
+from benchmarks.child import from_json, run_module_child
 from benchmarks.macro import (
     PROVIDER_KEY,
     PROVIDERS,
@@ -195,8 +195,7 @@ def run_child(spec: dict[str, Any]) -> Run:
 
     from state_store.spark import configure, spark_conf
 
-    cfg = Config(**{k: tuple(v) if isinstance(v, list) else v
-                    for k, v in spec["config"].items()})
+    cfg = from_json(Config, spec["config"])
     run = Run(spec["workload"], spec["keys"], spec["provider"])
     base, work = Path(spec["input"]), Path(spec["work"])
     builder = (SparkSession.builder.master("local[2]").appName("pyrocks-scale")

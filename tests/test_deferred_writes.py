@@ -62,13 +62,14 @@ def first_version(store: VersionedStore) -> dict[bytes, bytes]:
 
 
 def write_version_two_held(store: VersionedStore, monkeypatch: pytest.MonkeyPatch,
-                           before: Callable[[], None] = lambda: time.sleep(HELD_S)) -> None:
-    """Version 1 committed; then version 2's frame (every key to b"v2") written, its apply
-    held by `before`."""
+                           before: Callable[[], None] = lambda: time.sleep(HELD_S),
+                           frame: bytes | None = None) -> None:
+    """Version 1 committed; then version 2's `frame` (by default every key to b"v2")
+    written, its apply held by `before`."""
     first_version(store)
     hold_applies(monkeypatch, before)
     store.load(1)
-    store.write(known_puts(KEYS, b"v2", existed=True))
+    store.write(known_puts(KEYS, b"v2", existed=True) if frame is None else frame)
     assert store.copy.deferred.queued_bytes > 0, "the frame is deferred"
 
 
@@ -174,12 +175,13 @@ def test_a_small_frame_behind_waiting_ones_is_queued_and_the_commit_does_not_wai
     the frames before it (`settle`), and so would the commit behind it."""
     store = open_engine_store(tmp_path / "root", tmp_path / "a")
     gate = threading.Event()
-    write_big_frame_held(store, monkeypatch, gate)
+    write_version_two_held(store, monkeypatch, before=gate.wait,
+                           frame=known_puts(batch_size_keys(store), b"v2", existed=False))
     opener = threading.Timer(30, gate.set)  # only so that a broken rule fails, not hangs
     opener.start()
     try:
         held = store.copy.deferred.queued_bytes
-        store.write(known_puts(KEYS, b"v2", existed=False))
+        store.write(known_puts(KEYS, b"v2", existed=True))
         assert store.copy.deferred.queued_bytes > held, "queued behind the held frame"
         assert store.commit(2)["published"]
         assert not gate.is_set(), "neither the small frame nor the commit waited"
@@ -188,18 +190,6 @@ def test_a_small_frame_behind_waiting_ones_is_queued_and_the_commit_does_not_wai
         opener.cancel()
     assert store.get("default", KEYS[0]) == b"v2"
     assert store.num_keys == len(KEYS) + len(batch_size_keys(store))
-
-
-def write_big_frame_held(store: VersionedStore, monkeypatch: pytest.MonkeyPatch,
-                         gate: threading.Event) -> None:
-    """Version 1 (no keys of KEYS) committed, then a frame of the batch size, its apply
-    held until `gate` opens."""
-    store.load(0)
-    assert store.commit(1)["published"]
-    hold_applies(monkeypatch, before=gate.wait)
-    store.load(1)
-    store.write(known_puts(batch_size_keys(store), b"v2", existed=False))
-    assert store.copy.deferred.queued_bytes > 0, "a frame of the batch size is deferred"
 
 
 def batch_size_keys(store: VersionedStore) -> list[bytes]:
