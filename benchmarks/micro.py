@@ -9,7 +9,11 @@ session, with a `StateStoreConf` from the session's SQL conf, and times on one s
 
 - version 0: put N new keys, commit;
 - version 1: get N existing keys (hits), get N absent keys (misses), put N updates, commit;
-- version 2: iterate all rows, remove N/2 keys, commit.
+- version 2: iterate all rows, remove N/2 keys, commit;
+- session windows' state on a store of its own, keyed (group, session start) and scanned by
+  group as Spark's session window operators do, 4 sessions a group: put N sessions, commit;
+  list every group's sessions (`prefixScan`), put each session again, longer, commit; merge
+  each group's last two sessions (remove one, put the other longer), commit.
 
 Ours runs twice: as configured by default (the shim's read cache on) and with
 `readCacheMB=0` ("pyrocks-nocache"), where every get is a round trip to the worker.
@@ -55,7 +59,15 @@ ROW_PHASES: dict[str, Callable[[int], int]] = {
     "put_insert": lambda n: n, "get_hit": lambda n: n, "get_miss": lambda n: n,
     "put_update": lambda n: n, "iterate": lambda n: n, "remove": lambda n: n // 2,
 }
-COMMITS = ("commit_insert", "commit_update", "commit_remove")
+# The session-window steps, by group (`prefixScan`), rows = sessions (merges: one a group).
+SESSIONS_PER_GROUP = 4  # the Scala driver's SessionsPerGroup
+PREFIX_PHASES: dict[str, Callable[[int], int]] = {
+    "prefix_put": lambda n: n, "prefix_scan": lambda n: n, "prefix_rewrite": lambda n: n,
+    "prefix_merge": lambda n: n // SESSIONS_PER_GROUP,
+}
+ALL_PHASES = {**ROW_PHASES, **PREFIX_PHASES}
+COMMITS = ("commit_insert", "commit_update", "commit_remove", "commit_prefix_put",
+           "commit_prefix_rewrite", "commit_prefix_merge")
 LOADS = ("load_v1", "load_v2")
 
 
@@ -106,6 +118,8 @@ class ProviderResult:
     confs: dict[str, str]
     ns_per_row: dict[str, float] = field(default_factory=dict)
     get_put_ns: float | None = None  # get (hit) + put (update) of one row
+    # A session's share of a session-window batch's state work: scan + rewrite, per session.
+    scan_rewrite_ns: float | None = None
     # Ours ships writes without waiting, so part of a put's cost lands in the next commit:
     # this adds the update commit, spread over the rows, for a like-for-like figure.
     get_put_commit_ns: float | None = None
@@ -192,12 +206,14 @@ def summarize_phases(result: ProviderResult, runs: Sequence[dict[str, Any]], key
 
     result.raw_phases = list(runs)
     result.ns_per_row = {p: round(median("ns", p) / rows(keys), 1)
-                         for p, rows in ROW_PHASES.items()}
+                         for p, rows in ALL_PHASES.items()}
     result.cpu_ns_per_row = {
         p: {"jvm": round(median("jvm_ticks", p) * TICK_SECONDS * 1e9 / rows(keys)),
             "workers": round(median("worker_ticks", p) * TICK_SECONDS * 1e9 / rows(keys))}
-        for p, rows in ROW_PHASES.items()}
+        for p, rows in ALL_PHASES.items()}
     result.get_put_ns = round(result.ns_per_row["get_hit"] + result.ns_per_row["put_update"], 1)
+    result.scan_rewrite_ns = round(
+        result.ns_per_row["prefix_scan"] + result.ns_per_row["prefix_rewrite"], 1)
     result.get_put_commit_ns = round(result.get_put_ns + median("ns", "commit_update") / keys, 1)
     result.commit_ms = {c: round(median("ns", c) / 1e6, 2) for c in COMMITS}
     result.load_ms = {step: round(median("ns", step) / 1e6, 2) for step in LOADS}
@@ -269,24 +285,39 @@ def phase_table(results: Sequence[ProviderResult], cfg: Config) -> list[str]:
     return lines
 
 
+def prefix_table(results: Sequence[ProviderResult], cfg: Config) -> list[str]:
+    ours = next((r for r in results if r.provider == OURS), None)
+    head = (f"{'provider':<24}" + "".join(f"{p:>15}" for p in PREFIX_PHASES)
+            + f"{'scan+rewrite':>14}{'ours/x':>7}")
+    lines = ["", f"== session windows' state, {cfg.keys:,} sessions (4 a group, scanned by "
+                 "group; merge: one a group, per merge): ns per row, median", head, "-" * len(head)]
+    for r in (r for r in results if not r.error):
+        lines.append(f"{r.provider:<24}"
+                     + "".join(f"{fmt(r.ns_per_row[p]):>15}" for p in PREFIX_PHASES)
+                     + f"{fmt(r.scan_rewrite_ns):>14}{ours_over(ours, r, 'scan_rewrite_ns'):>7}")
+    return lines
+
+
 def commit_table(results: Sequence[ProviderResult]) -> list[str]:
-    head = (f"{'provider':<24}" + "".join(f"{c:>15}" for c in COMMITS)
-            + "".join(f"{s:>10}" for s in LOADS))
+    head = (f"{'provider':<24}" + "".join(f"{c.removeprefix('commit_'):>14}" for c in COMMITS)
+            + "".join(f"{s:>9}" for s in LOADS))
     lines = ["", "== commits and loads of the same runs: ms, median", head, "-" * len(head)]
     for r in (r for r in results if not r.error):
-        lines.append(f"{r.provider:<24}" + "".join(f"{fmt(r.commit_ms[c], 1):>15}" for c in COMMITS)
-                     + "".join(f"{fmt(r.load_ms[s], 1):>10}" for s in LOADS))
+        lines.append(f"{r.provider:<24}" + "".join(f"{fmt(r.commit_ms[c], 1):>14}" for c in COMMITS)
+                     + "".join(f"{fmt(r.load_ms[s], 1):>9}" for s in LOADS))
     return lines
 
 
 def cpu_table(results: Sequence[ProviderResult]) -> list[str]:
-    head = f"{'provider':<24}" + "".join(f"{p:>17}" for p in ROW_PHASES)
     lines = ["", "== where a row's time goes: CPU ns per row, JVM (all threads, GC included) "
-                 "/ our workers; wall ns per row above", head, "-" * len(head)]
-    for r in (r for r in results if not r.error):
-        cells = (f"{fmt(r.cpu_ns_per_row[p]['jvm'])} / {fmt(r.cpu_ns_per_row[p]['workers'])}"
-                 for p in ROW_PHASES)
-        lines.append(f"{r.provider:<24}" + "".join(f"{c:>17}" for c in cells))
+                 "/ our workers; wall ns per row above"]
+    for phases in (ROW_PHASES, PREFIX_PHASES):
+        head = f"{'provider':<24}" + "".join(f"{p:>17}" for p in phases)
+        lines += [head, "-" * len(head)]
+        for r in (r for r in results if not r.error):
+            cells = (f"{fmt(r.cpu_ns_per_row[p]['jvm'])} / {fmt(r.cpu_ns_per_row[p]['workers'])}"
+                     for p in phases)
+            lines.append(f"{r.provider:<24}" + "".join(f"{c:>17}" for c in cells))
     return lines
 
 
@@ -368,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             payload = write_json(cfg, results, spark, load_average)
         finally:
             spark.stop()
-    lines = [*phase_table(results, cfg), *commit_table(results),
+    lines = [*phase_table(results, cfg), *prefix_table(results, cfg), *commit_table(results),
              *cpu_table(results), *concurrency_table(results, cfg),
              "", "== targets", report.render(targets(payload))]
     print("\n".join(lines))

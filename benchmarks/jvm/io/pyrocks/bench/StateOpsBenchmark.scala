@@ -29,6 +29,11 @@ import org.apache.spark.sql.types.{LongType, StructType}
 object StateOpsBenchmark {
   private val keySchema = new StructType().add("key", LongType)
   private val valueSchema = new StructType().add("count", LongType).add("sum", LongType)
+  // Session windows' state: (group, session start) -> (session end, count), scanned by group
+  // (the first key column), as Spark's session window operators keep and read it.
+  private val sessionKeySchema = new StructType().add("group", LongType).add("start", LongType)
+  private val groupSchema = new StructType().add("group", LongType)
+  private val SessionsPerGroup = 4
 
   /**
    * Rows the way stateful operators build them: one mutable input row and one projection
@@ -48,6 +53,19 @@ object StateOpsBenchmark {
       valueIn.setLong(1, sum)
       valueOut(valueIn)
     }
+
+    private val sessionIn = new SpecificInternalRow(sessionKeySchema)
+    private val sessionOut = UnsafeProjection.create(sessionKeySchema)
+    private val groupIn = new SpecificInternalRow(groupSchema)
+    private val groupOut = UnsafeProjection.create(groupSchema)
+
+    def session(group: Long, start: Long): UnsafeRow = {
+      sessionIn.setLong(0, group)
+      sessionIn.setLong(1, start)
+      sessionOut(sessionIn)
+    }
+
+    def group(group: Long): UnsafeRow = { groupIn.setLong(0, group); groupOut(groupIn) }
   }
 
   /**
@@ -109,19 +127,22 @@ object StateOpsBenchmark {
     }
   }
 
-  /** A provider for partition `partition` of operator 0, made as an executor would. */
+  /** A provider for partition `partition` of operator `operator`, made as an executor would:
+   * operator 0 keeps `keySchema` rows, operator 1 session windows' (scanned by group). */
   private def open(className: String, checkpointDir: String, partition: Int,
-      runId: UUID): StateStoreProvider = {
+      runId: UUID, operator: Long = 0L): StateStoreProvider = {
     val session = SparkSession.active
     // A streaming query's commits are reported to the driver's StateStoreCoordinator when
     // commit validation is on; the coordinator is made with the session's query manager.
     session.streams
     val sqlConf = session.sessionState.conf.clone()
     sqlConf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, className)
-    val providerId = StateStoreProviderId(StateStoreId(checkpointDir, 0L, partition), runId)
-    StateStoreProvider.createAndInit(providerId, keySchema, valueSchema,
-      NoPrefixKeyStateEncoderSpec(keySchema), false, new StateStoreConf(sqlConf, Map.empty),
-      session.sessionState.newHadoopConf(), false, None)
+    val providerId = StateStoreProviderId(StateStoreId(checkpointDir, operator, partition),
+      runId)
+    val (keys, encoder) = if (operator == 0L) (keySchema, NoPrefixKeyStateEncoderSpec(keySchema))
+      else (sessionKeySchema, PrefixKeyScanStateEncoderSpec(sessionKeySchema, 1))
+    StateStoreProvider.createAndInit(providerId, keys, valueSchema, encoder, false,
+      new StateStoreConf(sqlConf, Map.empty), session.sessionState.newHadoopConf(), false, None)
   }
 
   private def putAll(store: StateStore, rows: Rows, from: Long, until: Long, tag: Long): Unit = {
@@ -203,7 +224,90 @@ object StateOpsBenchmark {
         s"$className: remove did not take")
       v3.abort()
     } finally provider.close()
+    sessionPhases(className, checkpointDir, n, t, rows)
     t.json
+  }
+
+  /**
+   * Session windows' state on a store of its own (operator 1): version 0 puts n sessions,
+   * `SessionsPerGroup` under each of n / `SessionsPerGroup` groups, and commits; version 1
+   * lists each group's sessions with `prefixScan` (every one read field by field), then
+   * rewrites them as the save operator does after merging new rows in: each session put
+   * again, one longer (Spark replaces a session whose start is unchanged rather than
+   * removing it), and commits; version 2 merges each group's last two sessions into one:
+   * the last removed, the one before it put longer (rows: groups), and commits. Timed:
+   * `prefix_put`, `prefix_scan`, `prefix_rewrite`, `prefix_merge` and the three commits;
+   * answers checked after the timed loops.
+   */
+  private def sessionPhases(className: String, checkpointDir: String, n: Long, t: Timings,
+      rows: Rows): Unit = {
+    val groups = n / SessionsPerGroup
+    val (last, merged) = (SessionsPerGroup - 1L, SessionsPerGroup - 2L)
+    val provider = open(className, checkpointDir, 0, UUID.randomUUID(), operator = 1L)
+    try {
+      val v0 = provider.getStore(0)
+      t("prefix_put")(forSessions(groups) { (g, s) =>
+        v0.put(rows.session(g, s), rows.value(s + 1, 1)) })
+      t("commit_prefix_put")(v0.commit())
+      val v1 = provider.getStore(1)
+      val (listed, ends) = t("prefix_scan")(scanGroups(v1, rows, groups))
+      t("prefix_rewrite")(forSessions(groups) { (g, s) =>
+        v1.put(rows.session(g, s), rows.value(s + 2, 2)) })
+      t("commit_prefix_rewrite")(v1.commit())
+      val v2 = provider.getStore(2)
+      t("prefix_merge") {
+        var g = 0L
+        while (g < groups) {
+          v2.remove(rows.session(g, last))
+          v2.put(rows.session(g, merged), rows.value(last + 2, 3))
+          g += 1
+        }
+      }
+      t("commit_prefix_merge")(v2.commit())
+      val firstEnds = (0L until SessionsPerGroup).map(_ + 1).sum
+      check(listed == groups * SessionsPerGroup && ends == groups * firstEnds,
+        s"$className: prefixScan listed $listed sessions (ends summing to $ends) of " +
+          s"${groups * SessionsPerGroup}")
+      val v3 = provider.getStore(3)
+      val (kept, mergedEnds) = scanGroups(v3, rows, groups)
+      val expected = groups * ((0L until merged).map(_ + 2).sum + last + 2)
+      check(kept == groups * (SessionsPerGroup - 1) && mergedEnds == expected,
+        s"$className: after the merge, $kept sessions whose ends sum to $mergedEnds " +
+          s"(expected ${groups * (SessionsPerGroup - 1)} and $expected)")
+      v3.abort()
+    } finally provider.close()
+  }
+
+  private def forSessions(groups: Long)(f: (Long, Long) => Unit): Unit = {
+    var g = 0L
+    while (g < groups) {
+      var s = 0L
+      while (s < SessionsPerGroup) { f(g, s); s += 1 }
+      g += 1
+    }
+  }
+
+  /** Every group's sessions through `prefixScan`: (sessions listed, sum of their ends). */
+  private def scanGroups(store: StateStore, rows: Rows, groups: Long): (Long, Long) = {
+    var listed = 0L
+    var ends = 0L
+    var g = 0L
+    while (g < groups) {
+      val it = store.prefixScan(rows.group(g))
+      try {
+        while (it.hasNext) {
+          val pair = it.next()
+          listed += 1
+          if (pair.key.getLong(0) != g) {
+            throw new IllegalStateException(s"wrong answer: group $g's scan listed a session " +
+              s"of group ${pair.key.getLong(0)}")
+          }
+          ends += pair.value.getLong(0)
+        }
+      } finally it.close()
+      g += 1
+    }
+    (listed, ends)
   }
 
   /**
