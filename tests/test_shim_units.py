@@ -45,7 +45,8 @@ PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignor
           "packed-entries-evict-those-written-longest-ago",
           "packed-entries-page-table-follows-the-pages-kept",
           "packed-entries-hold-no-more-pages-than-a-slot-names",
-          "packed-entries-rewrite-in-place-only-what-no-reader-holds")
+          "packed-entries-rewrite-in-place-only-what-no-reader-holds",
+          "int32-reads-back-what-it-wrote-and-refuses-a-bad-offset")
 WRITERS = ("second-writer-waits-then-fails", "second-writer-never-mixes-writes",
            "reader-waits-for-writer", "abort-always-leaves-store-aborted",
            "interrupt-is-not-a-dead-worker", "open-spec-names-query-and-writer")

@@ -14,7 +14,8 @@ object PackedChecks {
     "packed-entries-evict-those-written-longest-ago" -> evictThoseWrittenLongestAgo,
     "packed-entries-page-table-follows-the-pages-kept" -> pageTableFollowsThePagesKept,
     "packed-entries-hold-no-more-pages-than-a-slot-names" -> holdNoMorePagesThanASlotNames,
-    "packed-entries-rewrite-in-place-only-what-no-reader-holds" -> rewriteInPlaceOnlyUnshared)
+    "packed-entries-rewrite-in-place-only-what-no-reader-holds" -> rewriteInPlaceOnlyUnshared,
+    "int32-reads-back-what-it-wrote-and-refuses-a-bad-offset" -> int32RoundTrips)
 
   /** A budget that counts, and refuses past `limit`. */
   private final class Counting(var limit: Long) extends PackedEntries.Memory {
@@ -292,6 +293,32 @@ object PackedChecks {
       s"${found.size} found of ${packed.size}; stale: ${found.find(e => latest(e._1) != e._2)}")
     val walked = walkIntKeys(packed.snapshot())
     expect(walked == found, s"a snapshot walks ${walked.size} entries, ${found.size} are found")
+  }
+
+  /** The records' int fields: little-endian at any offset, aligned or not, each write
+   * touching its four bytes alone; an offset past the array's end (a wrong location) fails
+   * with the exception that names it, never reads or writes out of bounds. */
+  def int32RoundTrips(f: Fixture): Unit = {
+    import f._
+    val rnd = new Random(7)
+    for (_ <- 1 to 2000) {
+      val page = bytes(rnd, 64) ++ new Array[Byte](4)
+      val before = page.clone()
+      val (at, value) = (rnd.nextInt(page.length - 3), rnd.nextInt())
+      Int32.put(page, at, value)
+      val layout = (0 until 4).map(i => ((value >>> (8 * i)) & 0xff).toByte)
+      expect(page.slice(at, at + 4).toSeq == layout, s"$value at $at: ${page.toSeq}")
+      expect(page.take(at).sameElements(before.take(at)) &&
+        page.drop(at + 4).sameElements(before.drop(at + 4)), s"$value at $at spilled over")
+      expect(Int32.get(page, at) == value, s"read back ${Int32.get(page, at)}, wrote $value")
+    }
+    val page = new Array[Byte](16)
+    for (at <- Seq(13, 16, -1, Int.MaxValue)) {
+      val e = expectThrows[IndexOutOfBoundsException](Int32.get(page, at))
+      expect(e.getMessage.contains("out of bounds"), s"get at $at: ${e.getMessage}")
+      expectThrows[IndexOutOfBoundsException](Int32.put(page, at, 1))
+    }
+    expect(page.forall(_ == 0), "a refused put wrote")
   }
 
   def prefixRecordsKeepOrder(f: Fixture): Unit = {
