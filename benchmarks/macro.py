@@ -68,9 +68,9 @@ PROVIDERS: tuple[Provider, ...] = (
 
 
 def in_turn(providers: Sequence[Provider], index: int) -> list[Provider]:
-    """The providers, starting with the `index`-th (round `index` of a run in one session,
-    as `tws` and `query_end` run theirs): each takes every place in turn, so none is always
-    the first on a cold JVM."""
+    """The providers, starting with the `index`-th (round `index` of `tws` and `query_end`):
+    each takes every place in turn, so none always runs first on a machine that has just
+    been idle (a cold page cache, CPUs at rest)."""
     first = index % len(providers)
     return [*providers[first:], *providers[:first]]
 
@@ -125,12 +125,16 @@ class Ratio:
     commit_ratio: float | None
 
 
+# (spark, input dir, checkpoint) -> the started StreamingQuery
+StartQuery = Callable[[Any, Path, str], Any]
+
+
 @dataclass
 class Workload:
     name: str
     input_dir: Path
     expected_state_rows: int | None  # None: every provider must end with the same count
-    start: Callable[[Any, Path, str], Any]  # (spark, input dir, checkpoint) -> StreamingQuery
+    start: StartQuery
 
 
 # ---------------------------------------------------------------------------------- input
@@ -263,8 +267,7 @@ def start_sessions(spark: Any, input_dir: Path, checkpoint: str) -> Any:
 
 # Per workload, in run order: what writes its input (returning the final state rows every
 # provider must reach, or None: they must agree) and what starts its query.
-WORKLOADS: dict[str, tuple[Callable[[Path, Config], int | None],
-                           Callable[[Any, Path, str], Any]]] = {
+WORKLOADS: dict[str, tuple[Callable[[Path, Config], int | None], StartQuery]] = {
     "aggregation": (aggregation_input, start_aggregation),
     "dedup": (dedup_input, start_dedup),
     "join": (join_input, start_join),
@@ -333,14 +336,15 @@ def summarize(result: RunResult, warmup: int) -> None:
         result.final_state_rows = result.batches[-1].state_rows
 
 
-def run_isolated(workload: Workload, provider: Provider, cfg: Config,
-                 work_dir: Path) -> tuple[RunResult, str | None]:
-    """`run_one` in a process and JVM of its own (`benchmarks/child.py`); with the Spark
-    version it ran on."""
+def run_isolated(workload: Workload, provider: Provider, cfg: Config, work_dir: Path,
+                 module: str = "benchmarks.macro") -> tuple[RunResult, str | None]:
+    """`run_one` in a process and JVM of its own (`benchmarks/child.py`), by `module`'s
+    `--child`, which knows the workload's query (`run_child`); with the Spark version it
+    ran on."""
     spec = {"config": asdict(cfg), "workload": workload.name,
             "input": str(workload.input_dir), "provider": provider.name,
             "work": str(work_dir / f"{workload.name}-{provider.name}")}
-    answer, error = run_module_child("benchmarks.macro", spec, cfg.timeout_s + 300)
+    answer, error = run_module_child(module, spec, cfg.timeout_s + 300)
     if answer is None:
         result = RunResult(workload.name, provider.name, provider.class_name,
                            provider.changelog, error=error)
@@ -350,12 +354,13 @@ def run_isolated(workload: Workload, provider: Provider, cfg: Config,
     return RunResult(**answer["result"], batches=batches), answer["spark"]
 
 
-def run_child(spec: dict[str, Any]) -> dict[str, Any]:
-    """The child's side of `run_isolated`."""
+def run_child(spec: dict[str, Any], start: StartQuery | None = None) -> dict[str, Any]:
+    """The child's side of `run_isolated`: the query `start` starts, by default the one
+    `WORKLOADS` names."""
     cfg = from_json(Config, spec["config"])
     work_dir = Path(spec["work"])
     work_dir.mkdir(parents=True)
-    _, start = WORKLOADS[spec["workload"]]
+    start = start or WORKLOADS[spec["workload"]][1]
     workload = Workload(spec["workload"], Path(spec["input"]), None, start)
     provider = next(p for p in PROVIDERS if p.name == spec["provider"])
     spark = build_session(cfg, work_dir)

@@ -5,9 +5,10 @@ recording the run in the result store adds.
     python -m benchmarks.query_end --quick    # 100k keys, 1 repeat
     python -m benchmarks.query_end --master "local-cluster[2,1,2048]"  # two executor JVMs
 
-In one SparkSession (local[2] unless --master says otherwise, 8 shuffle partitions), per
-provider (ours, Spark's RocksDB provider, Spark's HDFS provider; they take turns at running
-first) and repeat, on a fresh checkpoint:
+Per provider (ours, Spark's RocksDB provider, Spark's HDFS provider; they take turns at
+running first) and repeat, in a process and SparkSession of its own (`benchmarks/child.py`:
+a JVM another provider used first skews the next one's figures; local[2] unless --master
+says otherwise, 8 shuffle partitions), on a fresh checkpoint:
   run       a `groupBy(key)` count/sum over Parquet input, one file per batch: 4 batches
             insert every key, 2 update 20k random keys each; processing-time trigger,
             `processAllAvailable()`.
@@ -25,9 +26,10 @@ first) and repeat, on a fresh checkpoint:
             then (one memtable flush per store, the stores in parallel). Where the CPU
             went meanwhile, by thread kind of the JVMs and workers (procfs.thread_run_ns),
             and by whole process (threads that ended in it too).
-Then, for ours only: the same run through `run_once` with a result store (AvailableNow
-over all files) against the same run started directly: what waiting for the run's record
-adds, and when its cleanup is done (the recorder is a process of its own).
+Then, for ours only and in a session of its own: the same run through `run_once` with a
+result store (AvailableNow over all files) against the same run started directly: what
+waiting for the run's record adds, and when its cleanup is done (the recorder is a process
+of its own).
 
 Times are medians over the repeats; ratios are ours / each Spark provider. Results: a table
 on stdout and `benchmarks/results/query_end.json`.
@@ -50,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import procfs, report
+from benchmarks.child import run_module_child
 from benchmarks.macro import (
     PROVIDERS,
     Provider,
@@ -64,6 +67,7 @@ from state_store.spark import configure
 NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs")
 UPDATES_PER_BATCH = 20_000
 IDLE_SECONDS = 2.0
+CHILD_DEADLINE_S = 1800.0
 
 
 @dataclass
@@ -89,6 +93,15 @@ class Measure:
             pids = [pid for pid in after if procfs.is_worker(pid) == (kind == "workers")]
             spent = sum(after[pid] - before.get(pid, 0.0) for pid in pids) * 1000
             self.stop_after_batch_process_cpu_ms.setdefault(kind, []).append(spent)
+
+    def absorb(self, other: dict[str, Any]) -> None:
+        """Adds the figures of another run of the same provider (a `Measure` as a dict)."""
+        for name in ("stop_ms", "restart_ms", "restart_batch_ms", "replayed_versions",
+                     "stop_after_batch_ms"):
+            getattr(self, name).extend(other[name])
+        self.add_stop_cpu(other["stop_after_batch_cpu_ms"])
+        for kind, spent in other["stop_after_batch_process_cpu_ms"].items():
+            self.stop_after_batch_process_cpu_ms.setdefault(kind, []).extend(spent)
 
     def medians(self) -> dict[str, float | None]:
         return {name: (statistics.median(values) if values else None)
@@ -151,12 +164,14 @@ def measure_end(spark: Any, provider: Provider, tables: Sequence[Any], work: Pat
 
 def measure_recording(spark: Any, tables: Sequence[Any], work: Path, repeats: int,
                       results_url: str) -> dict[str, float]:
-    """Ours: a run through run_once against the same run started directly."""
+    """Ours: a run through run_once against the same run started directly, after one
+    untimed run (the session's first query compiles its code)."""
     select(spark, PROVIDERS[0])
     input_dir = work / "rec-in"
     write_batches(input_dir, tables)
     direct, recorded, clean = [], [], []
     store = FileSystemResultStore(results_url)
+    start_query(spark, input_dir, work / "warm-up", True).awaitTermination()
     for i in range(repeats):
         began = time.perf_counter()
         start_query(spark, input_dir, work / f"direct-{i}", True).awaitTermination()
@@ -172,7 +187,60 @@ def measure_recording(spark: Any, tables: Sequence[Any], work: Path, repeats: in
             "until_clean_ms": statistics.median(clean)}
 
 
+def tables_for(keys: int) -> list[Any]:
+    """Every run's input, the same in every process: 4 batches inserting the keys, 3 of
+    UPDATES_PER_BATCH updates."""
+    return insert_then_update(keys, 4, 3, UPDATES_PER_BATCH, seed=7)
+
+
+def child_session(master: str, work: Path) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master).appName("pyrocks-query-end")
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.memory", "6g"))
+    spark = configure(builder, localDir=str(work / "pool"),
+                      resultStore=str(work / "results")).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One provider's `measure_end`, or ours' `measure_recording` (provider None), in this
+    process's own session; its figures as a dict."""
+    work = Path(spec["work"])
+    work.mkdir(parents=True)
+    tables = tables_for(spec["keys"])
+    spark = child_session(spec["master"], work)
+    try:
+        if spec["provider"] is None:
+            return measure_recording(spark, tables, work, spec["repeats"], str(work / "results"))
+        provider = next(p for p in PROVIDERS if p.name == spec["provider"] and not p.changelog)
+        into = Measure(provider.name)
+        measure_end(spark, provider, tables, work, into)
+        return asdict(into)
+    finally:
+        spark.stop()
+
+
+def in_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """`run_child` in a process of its own (`benchmarks/child.py`)."""
+    answer, error = run_module_child("benchmarks.query_end", spec, CHILD_DEADLINE_S)
+    shutil.rmtree(spec["work"], ignore_errors=True)
+    if answer is None:
+        raise RuntimeError(f"query_end run {spec['provider'] or 'recording'}: {error}")
+    return answer
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--child"]:
+        print(json.dumps(run_child(json.loads(argv[1]))))
+        return 0
     parser = argparse.ArgumentParser(prog="python -m benchmarks.query_end")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--keys", type=int)
@@ -182,29 +250,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     keys = args.keys or (100_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
-    tables = insert_then_update(keys, 4, 3, UPDATES_PER_BATCH, seed=7)
-    from pyspark.sql import SparkSession
-
     work = Path(tempfile.mkdtemp(prefix="pyrocks-query-end-"))
     try:
-        builder = (SparkSession.builder.master(args.master).appName("pyrocks-query-end")
-                   .config("spark.sql.shuffle.partitions", "8")
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.driver.host", "127.0.0.1")
-                   .config("spark.driver.memory", "6g"))
-        spark = configure(builder, localDir=str(work / "pool"),
-                          resultStore=str(work / "results")).getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
+        spec = {"keys": keys, "repeats": repeats, "master": args.master}
         providers = [p for p in PROVIDERS if p.name in NAMES and not p.changelog]
         measures = {p.name: Measure(p.name) for p in providers}
         for repeat in range(repeats):
             for provider in in_turn(providers, repeat):
-                run_dir = work / f"{provider.name}-{repeat}"
-                measure_end(spark, provider, tables, run_dir, measures[provider.name])
-                shutil.rmtree(run_dir, ignore_errors=True)
-        recording = measure_recording(spark, tables, work, repeats, str(work / "results"))
-        spark.stop()
+                measures[provider.name].absorb(in_child(
+                    {**spec, "provider": provider.name,
+                     "work": str(work / f"{provider.name}-{repeat}")}))
+        recording = in_child({**spec, "provider": None, "work": str(work / "recording")})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     payload = {"benchmark": "query_end", "keys": keys, "repeats": repeats, "master": args.master,

@@ -9,7 +9,9 @@ running count (value state) and the last value per v % 8 bucket (map state), emi
 count. Input: macro.py's insert-then-update batches (every key inserted over the first
 batches, then random keys updated), read one Parquet file per batch, noop sink, local[2],
 8 shuffle partitions. Each round runs both providers in turn (each round starting with the
-next) on fresh checkpoints; per run the median batch and commit time of the measured
+next), each run in a process and JVM of its own (`benchmarks/child.py`: a JVM another
+provider used first skews the next one's batches) on a fresh checkpoint; per run the median
+batch and commit time of the measured
 batches (the first `--warmup` discarded); figures are medians over rounds, as one run swings
 by +-25% here. Every state operation crosses from the Python worker to the JVM's state
 server and then into the provider, so Python's share of a batch is large and the same for
@@ -38,11 +40,11 @@ from benchmarks.macro import (
     Config,
     RunResult,
     Workload,
-    build_session,
     file_stream,
     in_turn,
     insert_then_update,
-    run_one,
+    run_child,
+    run_isolated,
     write_batches,
 )
 
@@ -108,19 +110,22 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Config, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--child"]:
+        print(json.dumps(run_child(json.loads(argv[1]), start_tws)))
+        return 0
     cfg, rounds = parse_args(argv)
     providers = [p for p in PROVIDERS if p.name in cfg.providers]
     runs: dict[str, list[RunResult]] = {p.name: [] for p in providers}
     with tempfile.TemporaryDirectory(prefix="pyrocks-tws-") as tmp:
         work = Path(tmp)
         workload = Workload("tws", work / "input", tws_input(work / "input", cfg), start_tws)
-        spark = build_session(cfg, work)
-        try:
-            for index in range(rounds):
-                for provider in in_turn(providers, index):
-                    runs[provider.name].append(run_one(spark, workload, provider, cfg, work))
-        finally:
-            spark.stop()
+        for index in range(rounds):
+            for provider in in_turn(providers, index):
+                result, _ = run_isolated(workload, provider, cfg, work / f"round-{index}",
+                                         module="benchmarks.tws")
+                runs[provider.name].append(result)
     summary = {name: {"median_batch_ms": median([r.median_batch_ms for r in found]),
                       "median_commit_ms": median([r.median_commit_ms for r in found]),
                       "errors": [r.error for r in found if r.error]}
