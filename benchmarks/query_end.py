@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +96,10 @@ class Measure:
 
     def absorb(self, other: dict[str, Any]) -> None:
         """Adds the figures of another run of the same provider (a `Measure` as a dict)."""
-        for name in ("stop_ms", "restart_ms", "restart_batch_ms", "replayed_versions",
-                     "stop_after_batch_ms"):
-            getattr(self, name).extend(other[name])
+        for name in (f.name for f in fields(self)):
+            mine = getattr(self, name)
+            if isinstance(mine, list):
+                mine.extend(other[name])
         self.add_stop_cpu(other["stop_after_batch_cpu_ms"])
         for kind, spent in other["stop_after_batch_process_cpu_ms"].items():
             self.stop_after_batch_process_cpu_ms.setdefault(kind, []).extend(spent)

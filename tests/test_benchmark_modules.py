@@ -18,3 +18,27 @@ MODULES = sorted(path.stem for path in Path(benchmarks.__file__).parent.glob("*.
 @pytest.mark.parametrize("module", MODULES)
 def test_the_benchmark_module_imports(module: str) -> None:
     importlib.import_module(f"benchmarks.{module}")
+
+
+def test_query_end_adds_up_the_runs_of_its_child_processes() -> None:
+    """Each `query_end` run reports from a process of its own: every figure of every run
+    must reach the medians, the CPU by thread kind summed."""
+    from dataclasses import asdict
+
+    from benchmarks.query_end import Measure
+
+    runs = []
+    for i in (1, 2, 3):
+        run = Measure("pyrocks", stop_ms=[i], restart_ms=[10 * i], restart_batch_ms=[5 * i],
+                      replayed_versions=[0], stop_after_batch_ms=[2 * i],
+                      stop_after_batch_process_cpu_ms={"jvm": [float(i)]})
+        run.add_stop_cpu({"worker: rocksdb:high": 1.5})
+        runs.append(asdict(run))
+    total = Measure("pyrocks")
+    for run in runs:
+        total.absorb(run)
+    assert total.medians() == {"stop_ms": 2, "restart_ms": 20, "restart_batch_ms": 10,
+                               "stop_after_batch_ms": 4}
+    assert total.replayed_versions == [0, 0, 0]
+    assert total.stop_after_batch_cpu_ms == {"worker: rocksdb:high": 4.5}
+    assert total.stop_after_batch_process_cpu_ms == {"jvm": [1.0, 2.0, 3.0]}
