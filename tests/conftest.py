@@ -34,7 +34,11 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 # executors) runs short on small data with both cores busy: the C2 compiler's and the
 # parallel GC's threads cost more CPU than they save there (measured: a sixth of the CPU of
 # tests/test_correctness.py). What the tests prove does not depend on either.
-_TEST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# C1 alone shrinks the code cache's default from 240 MiB to 48, which a long-lived test JVM
+# fills (Spark's generated classes, kept by the codegen cache below): a query then fails with
+# "Out of space in CodeCache for adapters" (Spark 4.0's state data source test, in the
+# release matrix). So the cache keeps the size the JVM's own default gives it.
+_TEST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 # Spark writes its checkpoint logs (offsets, commits, sources) and its own providers' state
 # files through a CheckpointFileManager. On local files the default one (FileContext) forks
 # `readlink` for both sides of every rename and `chmod` for every directory, as Hadoop's
