@@ -11,9 +11,10 @@ session, with a `StateStoreConf` from the session's SQL conf, and times on one s
 - version 1: get N existing keys (hits), get N absent keys (misses), put N updates, commit;
 - version 2: iterate all rows, remove N/2 keys, commit;
 - session windows' state on a store of its own, keyed (group, session start) and scanned by
-  group as Spark's session window operators do, 4 sessions a group: put N sessions, commit;
-  list every group's sessions (`prefixScan`), put each session again, longer, commit; merge
-  each group's last two sessions (remove one, put the other longer), commit.
+  group as Spark's session window operators do, SESSIONS_PER_GROUP (4) a group: put N
+  sessions, commit; list every group's sessions (`prefixScan`), put each session again,
+  longer, commit; merge each group's last two sessions (remove one, put the other longer),
+  commit.
 
 Ours runs twice: as configured by default (the shim's read cache on) and with
 `readCacheMB=0` ("pyrocks-nocache"), where every get is a round trip to the worker.
@@ -60,7 +61,7 @@ ROW_PHASES: dict[str, Callable[[int], int]] = {
     "put_update": lambda n: n, "iterate": lambda n: n, "remove": lambda n: n // 2,
 }
 # The session-window steps, by group (`prefixScan`), rows = sessions (merges: one a group).
-SESSIONS_PER_GROUP = 4  # the Scala driver's SessionsPerGroup
+SESSIONS_PER_GROUP = 4
 PREFIX_PHASES: dict[str, Callable[[int], int]] = {
     "prefix_put": lambda n: n, "prefix_scan": lambda n: n, "prefix_rewrite": lambda n: n,
     "prefix_merge": lambda n: n // SESSIONS_PER_GROUP,
@@ -181,7 +182,8 @@ def session_confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
 
 def run_phases(driver: Any, provider: Provider, keys: int, work: Path) -> dict[str, Any]:
     checkpoint = tempfile.mkdtemp(prefix=f"{provider.name}-", dir=work)
-    return json.loads(driver.phases(provider.class_name, checkpoint, keys, WORKER_MODULE))
+    return json.loads(driver.phases(provider.class_name, checkpoint, keys, SESSIONS_PER_GROUP,
+                                    WORKER_MODULE))
 
 
 def run_mix(driver: Any, provider: Provider, keys: int, threads: int,
@@ -289,8 +291,9 @@ def prefix_table(results: Sequence[ProviderResult], cfg: Config) -> list[str]:
     ours = next((r for r in results if r.provider == OURS), None)
     head = (f"{'provider':<24}" + "".join(f"{p:>15}" for p in PREFIX_PHASES)
             + f"{'scan+rewrite':>14}{'ours/x':>7}")
-    lines = ["", f"== session windows' state, {cfg.keys:,} sessions (4 a group, scanned by "
-                 "group; merge: one a group, per merge): ns per row, median", head, "-" * len(head)]
+    lines = ["", f"== session windows' state, {cfg.keys:,} sessions ({SESSIONS_PER_GROUP} a "
+                 "group, scanned by group; merge: one a group, per merge): ns per row, median",
+             head, "-" * len(head)]
     for r in (r for r in results if not r.error):
         lines.append(f"{r.provider:<24}"
                      + "".join(f"{fmt(r.ns_per_row[p]):>15}" for p in PREFIX_PHASES)
@@ -299,11 +302,11 @@ def prefix_table(results: Sequence[ProviderResult], cfg: Config) -> list[str]:
 
 
 def commit_table(results: Sequence[ProviderResult]) -> list[str]:
-    head = (f"{'provider':<24}" + "".join(f"{c.removeprefix('commit_'):>14}" for c in COMMITS)
+    head = (f"{'provider':<24}" + "".join(f"{c.removeprefix('commit_'):>15}" for c in COMMITS)
             + "".join(f"{s:>9}" for s in LOADS))
     lines = ["", "== commits and loads of the same runs: ms, median", head, "-" * len(head)]
     for r in (r for r in results if not r.error):
-        lines.append(f"{r.provider:<24}" + "".join(f"{fmt(r.commit_ms[c], 1):>14}" for c in COMMITS)
+        lines.append(f"{r.provider:<24}" + "".join(f"{fmt(r.commit_ms[c], 1):>15}" for c in COMMITS)
                      + "".join(f"{fmt(r.load_ms[s], 1):>9}" for s in LOADS))
     return lines
 

@@ -33,7 +33,6 @@ object StateOpsBenchmark {
   // (the first key column), as Spark's session window operators keep and read it.
   private val sessionKeySchema = new StructType().add("group", LongType).add("start", LongType)
   private val groupSchema = new StructType().add("group", LongType)
-  private val SessionsPerGroup = 4
 
   /**
    * Rows the way stateful operators build them: one mutable input row and one projection
@@ -196,8 +195,9 @@ object StateOpsBenchmark {
    * every key (hits), then n absent keys (misses), updates every key and commits; version 2
    * iterates all rows, removes the first half and commits. Loads are timed too. Answers are
    * checked after the timed loops, so a wrong provider fails instead of looking fast.
+   * Then session windows' state, `sessionsPerGroup` sessions a group (`sessionPhases`).
    */
-  def phases(className: String, checkpointDir: String, keys: Int,
+  def phases(className: String, checkpointDir: String, keys: Int, sessionsPerGroup: Int,
       workerModule: String): String = {
     val n = keys.toLong
     val t = new Timings(workerModule)
@@ -224,13 +224,13 @@ object StateOpsBenchmark {
         s"$className: remove did not take")
       v3.abort()
     } finally provider.close()
-    sessionPhases(className, checkpointDir, n, t, rows)
+    sessionPhases(className, checkpointDir, n, sessionsPerGroup, t, rows)
     t.json
   }
 
   /**
    * Session windows' state on a store of its own (operator 1): version 0 puts n sessions,
-   * `SessionsPerGroup` under each of n / `SessionsPerGroup` groups, and commits; version 1
+   * `perGroup` under each of n / `perGroup` groups, and commits; version 1
    * lists each group's sessions with `prefixScan` (every one read field by field), then
    * rewrites them as the save operator does after merging new rows in: each session put
    * again, one longer (Spark replaces a session whose start is unchanged rather than
@@ -239,19 +239,20 @@ object StateOpsBenchmark {
    * `prefix_put`, `prefix_scan`, `prefix_rewrite`, `prefix_merge` and the three commits;
    * answers checked after the timed loops.
    */
-  private def sessionPhases(className: String, checkpointDir: String, n: Long, t: Timings,
-      rows: Rows): Unit = {
-    val groups = n / SessionsPerGroup
-    val (last, merged) = (SessionsPerGroup - 1L, SessionsPerGroup - 2L)
+  private def sessionPhases(className: String, checkpointDir: String, n: Long, perGroup: Int,
+      t: Timings, rows: Rows): Unit = {
+    require(perGroup >= 2, s"a merge needs two sessions a group, not $perGroup")
+    val groups = n / perGroup
+    val (last, merged) = (perGroup - 1L, perGroup - 2L)
     val provider = open(className, checkpointDir, 0, UUID.randomUUID(), operator = 1L)
     try {
       val v0 = provider.getStore(0)
-      t("prefix_put")(forSessions(groups) { (g, s) =>
+      t("prefix_put")(forSessions(groups, perGroup) { (g, s) =>
         v0.put(rows.session(g, s), rows.value(s + 1, 1)) })
       t("commit_prefix_put")(v0.commit())
       val v1 = provider.getStore(1)
       val (listed, ends) = t("prefix_scan")(scanGroups(v1, rows, groups))
-      t("prefix_rewrite")(forSessions(groups) { (g, s) =>
+      t("prefix_rewrite")(forSessions(groups, perGroup) { (g, s) =>
         v1.put(rows.session(g, s), rows.value(s + 2, 2)) })
       t("commit_prefix_rewrite")(v1.commit())
       val v2 = provider.getStore(2)
@@ -264,25 +265,25 @@ object StateOpsBenchmark {
         }
       }
       t("commit_prefix_merge")(v2.commit())
-      val firstEnds = (0L until SessionsPerGroup).map(_ + 1).sum
-      check(listed == groups * SessionsPerGroup && ends == groups * firstEnds,
+      val firstEnds = (0L until perGroup).map(_ + 1).sum
+      check(listed == groups * perGroup && ends == groups * firstEnds,
         s"$className: prefixScan listed $listed sessions (ends summing to $ends) of " +
-          s"${groups * SessionsPerGroup}")
+          s"${groups * perGroup}")
       val v3 = provider.getStore(3)
       val (kept, mergedEnds) = scanGroups(v3, rows, groups)
       val expected = groups * ((0L until merged).map(_ + 2).sum + last + 2)
-      check(kept == groups * (SessionsPerGroup - 1) && mergedEnds == expected,
+      check(kept == groups * (perGroup - 1) && mergedEnds == expected,
         s"$className: after the merge, $kept sessions whose ends sum to $mergedEnds " +
-          s"(expected ${groups * (SessionsPerGroup - 1)} and $expected)")
+          s"(expected ${groups * (perGroup - 1)} and $expected)")
       v3.abort()
     } finally provider.close()
   }
 
-  private def forSessions(groups: Long)(f: (Long, Long) => Unit): Unit = {
+  private def forSessions(groups: Long, perGroup: Int)(f: (Long, Long) => Unit): Unit = {
     var g = 0L
     while (g < groups) {
       var s = 0L
-      while (s < SessionsPerGroup) { f(g, s); s += 1 }
+      while (s < perGroup) { f(g, s); s += 1 }
       g += 1
     }
   }
