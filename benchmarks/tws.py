@@ -11,11 +11,11 @@ batches, then random keys updated), read one Parquet file per batch, noop sink, 
 8 shuffle partitions. Each round runs both providers in turn (each round starting with the
 next), each run in a process and JVM of its own (`benchmarks/child.py`: a JVM another
 provider used first skews the next one's batches) on a fresh checkpoint; per run the median
-batch and commit time of the measured
-batches (the first `--warmup` discarded); figures are medians over rounds, as one run swings
-by +-25% here. Every state operation crosses from the Python worker to the JVM's state
-server and then into the provider, so Python's share of a batch is large and the same for
-both: the ratio is of whole batches, as a user meets them.
+batch and commit time of the measured batches (the first `--warmup` discarded); figures
+are medians over rounds, as one run swings by +-25% here. Every state operation crosses
+from the Python worker to the JVM's state server and then into the provider, so Python's
+share of a batch is large and the same for both: the ratio is of whole batches, as a user
+meets them.
 Results: a table on stdout and `benchmarks/results/tws.json`.
 """
 
