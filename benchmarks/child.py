@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -48,3 +49,14 @@ def run_module_child(module: str, spec: dict[str, Any],
     if child.returncode != 0 or not last.startswith("{"):
         return None, f"exit {child.returncode}: {stderr.strip()[-600:]}"
     return json.loads(last), ""
+
+
+def answered(argv: Sequence[str] | None, run: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
+    """The child's side of `run_module_child`: if `argv` (None: this process's) is `--child
+    <spec as JSON>`, prints `run(spec)` as JSON, the last line of output, and answers True;
+    otherwise False, and the module's own command line goes on."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] != ["--child"]:
+        return False
+    print(json.dumps(run(json.loads(args[1]))))
+    return True

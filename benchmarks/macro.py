@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks import report
-from benchmarks.child import from_json, run_module_child
+from benchmarks.child import answered, from_json, run_module_child
 from state_store.spark import PROVIDER_CLASS, configure
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -546,10 +546,7 @@ def check(parser: argparse.ArgumentParser, cfg: Config) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if argv is None:
-        argv = sys.argv[1:]
-    if argv[:1] == ["--child"]:
-        print(json.dumps(run_child(json.loads(argv[1]))))
+    if answered(argv, run_child):
         return 0
     cfg = parse_args(argv)
     providers = [p for p in PROVIDERS if p.name in cfg.providers]

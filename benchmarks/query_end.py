@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import procfs, report
-from benchmarks.child import run_module_child
+from benchmarks.child import answered, run_module_child
 from benchmarks.macro import (
     PROVIDERS,
     Provider,
@@ -237,10 +237,7 @@ def in_child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if argv is None:
-        argv = sys.argv[1:]
-    if argv[:1] == ["--child"]:
-        print(json.dumps(run_child(json.loads(argv[1]))))
+    if answered(argv, run_child):
         return 0
     parser = argparse.ArgumentParser(prog="python -m benchmarks.query_end")
     parser.add_argument("--quick", action="store_true")

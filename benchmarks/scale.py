@@ -50,7 +50,7 @@ import pyarrow as pa
 
 from benchmarks import report
 from benchmarks.bench_jar import NOOP_PROVIDER, bench_jar
-from benchmarks.child import from_json, run_module_child
+from benchmarks.child import answered, from_json, run_module_child
 from benchmarks.macro import (
     PROVIDER_KEY,
     PROVIDERS,
@@ -442,11 +442,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", default=str(RESULTS_JSON), metavar="JSON",
                         help="where runs are kept (merged with what it holds), the chart "
                              "beside it as .png")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(asdict(run_child(json.loads(args.child)))))
+    if answered(argv, lambda spec: asdict(run_child(spec))):
         return 0
+    args = parser.parse_args(argv)
     results = Path(args.results)
     if args.report:
         payload = json.loads(results.read_text())

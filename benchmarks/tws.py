@@ -34,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks import report
+from benchmarks.child import answered
 from benchmarks.macro import (
     OURS,
     PROVIDERS,
@@ -110,10 +111,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Config, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if argv is None:
-        argv = sys.argv[1:]
-    if argv[:1] == ["--child"]:
-        print(json.dumps(run_child(json.loads(argv[1]), start_tws)))
+    if answered(argv, lambda spec: run_child(spec, start_tws)):
         return 0
     cfg, rounds = parse_args(argv)
     providers = [p for p in PROVIDERS if p.name in cfg.providers]

@@ -42,3 +42,17 @@ def test_query_end_adds_up_the_runs_of_its_child_processes() -> None:
     assert total.replayed_versions == [0, 0, 0]
     assert total.stop_after_batch_cpu_ms == {"worker: rocksdb:high": 4.5}
     assert total.stop_after_batch_process_cpu_ms == {"jvm": [1.0, 2.0, 3.0]}
+
+
+def test_a_benchmark_child_answers_its_spec_on_its_last_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m benchmarks.<module> --child <spec>` prints its answer as the last line,
+    which the parent (`run_module_child`) reads; any other command line is the module's."""
+    import json
+
+    from benchmarks.child import answered
+
+    assert answered(["--child", json.dumps({"keys": 3})], lambda spec: {"rows": spec["keys"]})
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"rows": 3}
+    assert not answered(["--quick"], lambda spec: {"rows": 0})
+    assert capsys.readouterr().out == ""
