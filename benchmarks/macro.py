@@ -3,10 +3,10 @@
     python -m benchmarks.macro            # default sizes (see --help)
     python -m benchmarks.macro --quick    # a small smoke run, about a minute
 
-Two workloads (by default), each run once per provider, each run in a SparkSession, JVM and
-worker pool of its own (`benchmarks/child.py`: local[2], 8 shuffle partitions, noop sink),
-reading the same pre-generated Parquet files, one file per micro-batch
-(`maxFilesPerTrigger=1`, `availableNow` trigger):
+Two workloads (by default), each run `--rounds` times per provider (3), each run in a
+SparkSession, JVM and worker pool of its own (`benchmarks/child.py`: local[2], 8 shuffle
+partitions, noop sink), reading the same pre-generated Parquet files, one file per
+micro-batch (`maxFilesPerTrigger=1`, `availableNow` trigger):
 
 - aggregation: `groupBy(key)` count and sum, update mode, over a fixed key space;
 - dedup: `dropDuplicates(["id"])`, append mode, every id new (state grows every batch);
@@ -15,8 +15,13 @@ reading the same pre-generated Parquet files, one file per micro-batch
 
 Per batch the query's progress gives the batch time (`durationMs.triggerExecution`) and,
 from `stateOperators[0]`, `commitTimeMs`, `numRowsTotal` and `memoryUsedBytes`. The first
-`--warmup` batches of every run are discarded; medians of the rest are compared as the
-ratio ours / each Spark provider. Results: a table on stdout and `benchmarks/results/macro.json`.
+`--warmup` batches of every run are discarded; a run's figure is the median of the rest, a
+provider's the median of its rounds' figures, compared as the ratio ours / each Spark
+provider. A round runs every provider once, each round starting with the next
+(`in_turn`), and its own ratios (ours / each provider, in the same round) show how far
+the ratio moves between rounds: a machine's pace drifts by more than some distances
+between providers, which one round each cannot tell apart. Results: a table on stdout and
+`benchmarks/results/macro.json`.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -86,6 +91,7 @@ class Config:
     driver_memory: str
     workloads: tuple[str, ...]
     providers: tuple[str, ...]
+    rounds: int = 1  # runs of each (workload, provider), in turn (`in_turn`)
 
 
 @dataclass
@@ -115,14 +121,29 @@ class RunResult:
     max_commit_ms: int | None = None
     peak_memory_bytes: int | None = None
     final_state_rows: int | None = None
+    round: int = 0
 
 
 @dataclass
 class Ratio:
     workload: str
     baseline: str
-    batch_ratio: float | None
+    batch_ratio: float | None  # of the medians over rounds
     commit_ratio: float | None
+    batch_ratio_by_round: list[float | None] = field(default_factory=list)
+
+
+@dataclass
+class ProviderSummary:
+    """A provider's figures on a workload: medians over its rounds (a failed round counts
+    in `errors`, not in the medians)."""
+
+    workload: str
+    provider: str
+    median_batch_ms: float | None
+    median_commit_ms: float | None
+    batch_ms_by_round: list[float | None]
+    errors: list[str]
 
 
 # (spark, input dir, checkpoint) -> the started StreamingQuery
@@ -337,20 +358,22 @@ def summarize(result: RunResult, warmup: int) -> None:
 
 
 def run_isolated(workload: Workload, provider: Provider, cfg: Config, work_dir: Path,
-                 module: str = "benchmarks.macro") -> tuple[RunResult, str | None]:
+                 index: int = 0, module: str = "benchmarks.macro"
+                 ) -> tuple[RunResult, str | None]:
     """`run_one` in a process and JVM of its own (`benchmarks/child.py`), by `module`'s
-    `--child`, which knows the workload's query (`run_child`); with the Spark version it
-    ran on."""
+    `--child`, which knows the workload's query (`run_child`), as round `index`; with the
+    Spark version it ran on."""
     spec = {"config": asdict(cfg), "workload": workload.name,
             "input": str(workload.input_dir), "provider": provider.name,
             "work": str(work_dir / f"{workload.name}-{provider.name}")}
     answer, error = run_module_child(module, spec, cfg.timeout_s + 300)
     if answer is None:
         result = RunResult(workload.name, provider.name, provider.class_name,
-                           provider.changelog, error=error)
+                           provider.changelog, error=error, round=index)
         print(f"[{workload.name}] {provider.name}: ERROR {first_line(error)}", flush=True)
         return result, None
     batches = [BatchMetrics(**b) for b in answer["result"].pop("batches")]
+    answer["result"]["round"] = index
     return RunResult(**answer["result"], batches=batches), answer["spark"]
 
 
@@ -406,18 +429,42 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
     return round(ours / theirs, 3)
 
 
-def ratios(results: Sequence[RunResult]) -> list[Ratio]:
+def median_of(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def summaries(results: Sequence[RunResult]) -> list[ProviderSummary]:
+    """Per (workload, provider), in the order they first ran."""
     found = []
-    for workload in dict.fromkeys(r.workload for r in results):
-        rows = {r.provider: r for r in results if r.workload == workload}
+    for workload, provider in dict.fromkeys((r.workload, r.provider) for r in results):
+        runs = sorted((r for r in results if (r.workload, r.provider) == (workload, provider)),
+                      key=lambda r: r.round)
+        ok = [r for r in runs if r.error is None]
+        found.append(ProviderSummary(
+            workload, provider, median_of(r.median_batch_ms for r in ok),
+            median_of(r.median_commit_ms for r in ok),
+            [None if r.error else r.median_batch_ms for r in runs],
+            [r.error for r in runs if r.error]))
+    return found
+
+
+def ratios(results: Sequence[RunResult]) -> list[Ratio]:
+    """Ours over each other provider: of the medians over rounds, and round by round."""
+    found = []
+    table = summaries(results)
+    for workload in dict.fromkeys(s.workload for s in table):
+        rows = {s.provider: s for s in table if s.workload == workload}
         ours = rows.get(OURS)
         if ours is None:
             continue
         for name, other in rows.items():
             if name != OURS:
-                found.append(Ratio(workload, name,
-                                   ratio(ours.median_batch_ms, other.median_batch_ms),
-                                   ratio(ours.median_commit_ms, other.median_commit_ms)))
+                found.append(Ratio(
+                    workload, name, ratio(ours.median_batch_ms, other.median_batch_ms),
+                    ratio(ours.median_commit_ms, other.median_commit_ms),
+                    [ratio(a, b) for a, b in zip(ours.batch_ms_by_round,
+                                                 other.batch_ms_by_round, strict=True)]))
     return found
 
 
@@ -435,32 +482,44 @@ def fmt(value: float | None, digits: int = 0) -> str:
 def render_table(results: Sequence[RunResult], found: Sequence[Ratio], cfg: Config,
                  expected: dict[str, int]) -> str:
     lines = []
-    header = (f"{'provider':<24} {'batch p50':>9} {'batch max':>9} {'commit p50':>10} "
-              f"{'commit max':>10} {'state rows':>10} {'peak MiB':>8} {'wall s':>6} "
-              f"{'ours/x batch':>12} {'ours/x commit':>13}")
+    header = (f"{'provider':<24} {'batch p50':>9} {'rounds p50':>20} {'batch max':>9} "
+              f"{'commit p50':>10} {'state rows':>10} {'peak MiB':>8} {'wall s':>6} "
+              f"{'ours/x batch (rounds)':>22} {'ours/x commit':>13}")
     for workload in dict.fromkeys(r.workload for r in results):
         lines.append("")
         rows = cfg.rows if workload in ("aggregation", "dedup") else max(cfg.rows // 4, 1)
         lines.append(f"== {workload}: {rows:,} rows/batch"
                      + (f", {cfg.keys:,} keys" if workload == "aggregation" else "")
-                     + f", {cfg.batches} batches, first {cfg.warmup} discarded; "
-                     + _expected_text(expected.get(workload)))
-        lines.append("times in ms over the measured batches; peak MiB = max memoryUsedBytes")
+                     + f", {cfg.batches} batches, first {cfg.warmup} discarded, "
+                     + f"{cfg.rounds} round(s); " + _expected_text(expected.get(workload)))
+        lines.append("times in ms over the measured batches, medians over the rounds; "
+                     "peak MiB = max memoryUsedBytes")
         lines.append(header)
         lines.append("-" * len(header))
         by_baseline = {r.baseline: r for r in found if r.workload == workload}
-        for r in (r for r in results if r.workload == workload):
-            rat = by_baseline.get(r.provider)
-            mem = None if r.peak_memory_bytes is None else r.peak_memory_bytes / 2**20
-            lines.append(
-                f"{r.provider:<24} {fmt(r.median_batch_ms):>9} {fmt(r.max_batch_ms):>9} "
-                f"{fmt(r.median_commit_ms):>10} {fmt(r.max_commit_ms):>10} "
-                f"{fmt(r.final_state_rows):>10} {fmt(mem, 1):>8} {fmt(r.wall_s, 1):>6} "
-                f"{fmt(rat.batch_ratio if rat else None, 2) if r.provider != OURS else '-':>12} "
-                f"{fmt(rat.commit_ratio if rat else None, 2) if r.provider != OURS else '-':>13}")
-            if r.error:
-                lines.append(f"    ERROR: {first_line(r.error)}")
+        for summary in (s for s in summaries(results) if s.workload == workload):
+            runs = [r for r in results if (r.workload, r.provider) == (workload, summary.provider)]
+            lines.append(_summary_line(summary, runs, by_baseline.get(summary.provider)))
+            lines.extend(f"    ERROR: {first_line(error)}" for error in summary.errors)
     return "\n".join(lines)
+
+
+def _summary_line(summary: ProviderSummary, runs: Sequence[RunResult],
+                  against: Ratio | None) -> str:
+    memory = [r.peak_memory_bytes for r in runs if r.peak_memory_bytes is not None]
+    peaks = [r.max_batch_ms for r in runs if r.max_batch_ms is not None]
+    rounds = "/".join(fmt(ms) for ms in summary.batch_ms_by_round)
+    batch_ratio = commit_ratio = "-"
+    if against is not None:
+        known = [r for r in against.batch_ratio_by_round if r is not None]
+        spread = f" ({min(known):.2f}-{max(known):.2f})" if len(known) > 1 else ""
+        batch_ratio = fmt(against.batch_ratio, 2) + spread
+        commit_ratio = fmt(against.commit_ratio, 2)
+    return (f"{summary.provider:<24} {fmt(summary.median_batch_ms):>9} {rounds:>20} "
+            f"{fmt(max(peaks) if peaks else None):>9} {fmt(summary.median_commit_ms):>10} "
+            f"{fmt(runs[-1].final_state_rows):>10} "
+            f"{fmt(max(memory) / 2**20 if memory else None, 1):>8} "
+            f"{fmt(sum(r.wall_s for r in runs), 1):>6} {batch_ratio:>22} {commit_ratio:>13}")
 
 
 def _expected_text(rows: int | None) -> str:
@@ -493,6 +552,7 @@ def write_json(path: Path, cfg: Config, results: Sequence[RunResult], found: Seq
         "config": asdict(cfg),
         "expected_final_state_rows": expected,
         "results": [asdict(r) for r in results],
+        "summaries": [asdict(s) for s in summaries(results)],
         "ratios_ours_over": [asdict(r) for r in found],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -510,8 +570,10 @@ def parse_args(argv: Sequence[str] | None) -> Config:
                         help="aggregation key space (200000)")
     parser.add_argument("--batches", type=int, default=20, help="batches per run (20)")
     parser.add_argument("--warmup", type=int, default=2, help="batches discarded per run (2)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of each workload and provider, in turn (3)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 20000 rows, 20000 keys, 5 batches")
+                        help="smoke run: 20000 rows, 20000 keys, 5 batches, 1 round")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run (1800)")
     parser.add_argument("--driver-memory", default="8g", help="spark.driver.memory (8g)")
@@ -522,10 +584,11 @@ def parse_args(argv: Sequence[str] | None) -> Config:
                         + ",".join(p.name for p in PROVIDERS))
     args = parser.parse_args(argv)
     if args.quick:
-        args.rows, args.keys, args.batches = 20_000, 20_000, 5
+        args.rows, args.keys, args.batches, args.rounds = 20_000, 20_000, 5, 1
     cfg = Config(rows=args.rows, keys=args.keys, batches=args.batches, warmup=args.warmup,
                  seed=args.seed, timeout_s=args.timeout, driver_memory=args.driver_memory,
-                 workloads=split(args.workloads), providers=split(args.providers))
+                 workloads=split(args.workloads), providers=split(args.providers),
+                 rounds=args.rounds)
     check(parser, cfg)
     return cfg
 
@@ -535,8 +598,8 @@ def split(text: str) -> tuple[str, ...]:
 
 
 def check(parser: argparse.ArgumentParser, cfg: Config) -> None:
-    if min(cfg.rows, cfg.keys, cfg.batches) < 1 or cfg.warmup < 0:
-        parser.error("--rows, --keys and --batches must be >= 1, --warmup >= 0")
+    if min(cfg.rows, cfg.keys, cfg.batches, cfg.rounds) < 1 or cfg.warmup < 0:
+        parser.error("--rows, --keys, --batches and --rounds must be >= 1, --warmup >= 0")
     if cfg.batches <= cfg.warmup:
         parser.error("--batches must be larger than --warmup")
     unknown = set(cfg.workloads) - set(WORKLOADS)
@@ -555,7 +618,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"generating input under {work_dir} ...", flush=True)
         workloads = prepare_workloads(work_dir, cfg)
         expected = {w.name: w.expected_state_rows for w in workloads}
-        runs = [run_isolated(w, p, cfg, work_dir) for w in workloads for p in providers]
+        runs = [run_isolated(w, p, cfg, work_dir / f"round-{index}", index)
+                for index in range(cfg.rounds) for w in workloads
+                for p in in_turn(providers, index)]
     results = [result for result, _ in runs]
     spark_version = next((version for _, version in runs if version), "unknown")
     found = ratios(results)
@@ -576,22 +641,24 @@ if __name__ == "__main__":
 
 def targets(payload: dict[str, Any]) -> list[report.Target]:
     """Per workload: median batch time vs Spark RocksDB (<= 1.0); and median commit time vs
-    Spark RocksDB with changelog checkpointing (<= 1.0)."""
+    Spark RocksDB with changelog checkpointing (<= 1.0); medians over the rounds."""
     found = []
-    for workload in dict.fromkeys(r["workload"] for r in payload["results"]):
-        runs = {r["provider"]: r for r in payload["results"]
-                if r["workload"] == workload and r["error"] is None}
-        ours = runs.get(OURS)
+    runs = [RunResult(**{**r, "batches": []}) for r in payload["results"]]
+    table = summaries(runs)
+    for workload in dict.fromkeys(s.workload for s in table):
+        rows = {s.provider: asdict(s) for s in table
+                if s.workload == workload and s.median_batch_ms is not None}
+        ours = rows.get(OURS)
         if ours is None:
             continue
         for metric, what, baseline in (
                 ("median_batch_ms", "median batch time", report.SPARK_ROCKSDB),
                 ("median_commit_ms", "median commit time", report.SPARK_ROCKSDB_CHANGELOG)):
-            theirs = runs.get(baseline, {}).get(metric)
+            theirs = rows.get(baseline, {}).get(metric)
             value = report.ratio(ours[metric], theirs)
             found.append(report.Target(
                 benchmark="macro", name=f"{workload}: {what}",
                 unit="ms", ours=ours[metric], compared_to=baseline, ratio=value,
                 goal=1.0,
-                baselines={name: r[metric] for name, r in runs.items() if name != OURS}))
+                baselines={name: r[metric] for name, r in rows.items() if name != OURS}))
     return found

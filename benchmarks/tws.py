@@ -91,7 +91,7 @@ def median(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def parse_args(argv: Sequence[str] | None) -> tuple[Config, int]:
+def parse_args(argv: Sequence[str] | None) -> Config:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tws", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", type=int, default=50_000)
@@ -104,25 +104,24 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Config, int]:
     args = parser.parse_args(argv)
     if args.quick:
         args.keys, args.rows, args.batches, args.warmup, args.rounds = 20_000, 5_000, 5, 2, 1
-    cfg = Config(rows=args.rows, keys=args.keys, batches=args.batches, warmup=args.warmup,
-                 seed=42, timeout_s=1800.0, driver_memory="4g", workloads=("tws",),
-                 providers=(OURS, BASELINE))
-    return cfg, args.rounds
+    return Config(rows=args.rows, keys=args.keys, batches=args.batches, warmup=args.warmup,
+                  seed=42, timeout_s=1800.0, driver_memory="4g", workloads=("tws",),
+                  providers=(OURS, BASELINE), rounds=args.rounds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     if answered(argv, lambda spec: run_child(spec, start_tws)):
         return 0
-    cfg, rounds = parse_args(argv)
+    cfg = parse_args(argv)
     providers = [p for p in PROVIDERS if p.name in cfg.providers]
     runs: dict[str, list[RunResult]] = {p.name: [] for p in providers}
     with tempfile.TemporaryDirectory(prefix="pyrocks-tws-") as tmp:
         work = Path(tmp)
         workload = Workload("tws", work / "input", tws_input(work / "input", cfg), start_tws)
-        for index in range(rounds):
+        for index in range(cfg.rounds):
             for provider in in_turn(providers, index):
                 result, _ = run_isolated(workload, provider, cfg, work / f"round-{index}",
-                                         module="benchmarks.tws")
+                                         index, module="benchmarks.tws")
                 runs[provider.name].append(result)
     summary = {name: {"median_batch_ms": median([r.median_batch_ms for r in found]),
                       "median_commit_ms": median([r.median_commit_ms for r in found]),
@@ -131,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ours, theirs = summary[OURS], summary[BASELINE]
     batch_ratio = report.ratio(ours["median_batch_ms"], theirs["median_batch_ms"])
     print(f"\n== transformWithStateInPandas: {cfg.keys:,} keys, {cfg.rows:,} updates a batch, "
-          f"{cfg.batches} batches (first {cfg.warmup} discarded), {rounds} round(s)")
+          f"{cfg.batches} batches (first {cfg.warmup} discarded), {cfg.rounds} round(s)")
     for name, row in summary.items():
         print(f"{name:<16} batch p50 {row['median_batch_ms']} ms, commit p50 "
               f"{row['median_commit_ms']} ms" + (f", ERRORS {row['errors']}" if row["errors"]
@@ -139,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"ours / {BASELINE} batch: {batch_ratio}")
     RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
     RESULTS_JSON.write_text(json.dumps({
-        "config": asdict(cfg), "rounds": rounds, "summary": summary,
+        "config": asdict(cfg), "rounds": cfg.rounds, "summary": summary,
         "runs": {name: [asdict(r) for r in found] for name, found in runs.items()},
         "batch_ratio": batch_ratio}, indent=2) + "\n")
     print(f"wrote {RESULTS_JSON}")

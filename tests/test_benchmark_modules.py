@@ -56,3 +56,28 @@ def test_a_benchmark_child_answers_its_spec_on_its_last_line(
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"rows": 3}
     assert not answered(["--quick"], lambda spec: {"rows": 0})
     assert capsys.readouterr().out == ""
+
+
+def test_macro_compares_medians_over_rounds_and_each_round_with_itself() -> None:
+    """A provider's figure is the median of its rounds' medians, a failed round left out;
+    the ratios round by round pair each of ours with the other provider's of that round."""
+    from benchmarks.macro import OURS, RunResult, ratios, summaries, targets
+
+    def run(provider: str, index: int, batch_ms: float, error: str | None = None) -> RunResult:
+        return RunResult("sessions", provider, "C", False, error=error,
+                         median_batch_ms=batch_ms, median_commit_ms=batch_ms / 10,
+                         round=index)
+
+    results = [run(OURS, 1, 90.0), run("spark-hdfs", 0, 100.0), run(OURS, 0, 50.0),
+               run("spark-hdfs", 1, 120.0), run(OURS, 2, 999.0, error="died"),
+               run("spark-hdfs", 2, 80.0)]
+    ours, hdfs = summaries(results)
+    assert (ours.provider, ours.median_batch_ms, ours.batch_ms_by_round) == (
+        OURS, 70.0, [50.0, 90.0, None])
+    assert ours.errors == ["died"]
+    assert (hdfs.median_batch_ms, hdfs.median_commit_ms) == (100.0, 10.0)
+    (against_hdfs,) = ratios(results)
+    assert against_hdfs.batch_ratio == 0.7
+    assert against_hdfs.batch_ratio_by_round == [0.5, 0.75, None]
+    payload = {"results": [{**vars(r), "batches": []} for r in results]}
+    assert [t.ours for t in targets(payload)] == [70.0, 7.0]
