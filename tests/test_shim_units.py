@@ -59,7 +59,9 @@ FINISH = ("finish-query-matches-its-checkpoint-only",
           "the-coordinator-remembers-the-stores-that-reported-last")
 REPLAY = ("load-empty-publishes-a-first-version", "change-feed-lists-each-version-in-order",
           "replay-from-a-snapshot-equals-a-load")
-SCANS = ("range-scan-lists-keys-in-value-order",)
+SCANS = ("range-scan-lists-keys-in-value-order",
+         "a-chunk-reads-in-both-shapes-and-a-malformed-one-is-refused",
+         "full-scans-stream-families-of-one-length-and-of-many-whole")
 KEY_LAYOUT = ("fixed-width-prefix-keys-are-sparks-bytes",
               "prefix-scan-keys-trust-their-layout-only-once-it-matched")
 OPTIONS = ("sizes-and-durations-read-as-python-reads-them",
@@ -108,7 +110,7 @@ GROUPS = {"read cache and key filter": CACHE,
           "deadlines": DEADLINES,
           "finishing the stores of a stopped query, the next run's locations": FINISH,
           "versions from nothing, the change feed, replay": REPLAY,
-          "range scans": SCANS,
+          "range scans and scan chunks": SCANS,
           "prefix-scan keys built field by field": KEY_LAYOUT,
           "option values and Spark's settings": OPTIONS}
 

@@ -6,9 +6,12 @@ WRITES and ITER_CLOSE get no response: the shim never waits for them. An error w
 applying WRITES is held and returned by the next request that has a response.
 Nothing on the wire is ever unpickled: bodies are fixed binary layouts or UTF-8 JSON.
 
-A chunk (the answer to ITER_OPEN, ITER_NEXT and READ_AHEAD) is `[more u8]` then, per pair,
-`[key_len u32][value_len u32][key][value]` (PAIR_HEAD): both lengths packed at once, one
-pack a pair where a length before each part took two.
+A chunk (the answer to ITER_OPEN, ITER_NEXT and READ_AHEAD) is `[flags u8]`, then pairs:
+- flags & MORE: the scan goes on after this chunk (clear: it ends with it);
+- flags & UNIFORM: every pair has the same lengths, given once: `[key_len u32][value_len u32]`
+  (UNIFORM_HEAD, their sum never 0), then per pair `[key][value]`;
+- otherwise, per pair `[key_len u32][value_len u32][key][value]` (PAIR_HEAD).
+chunks.py packs them.
 """
 
 from __future__ import annotations
@@ -70,4 +73,7 @@ I64 = struct.Struct(">q")
 I32 = struct.Struct(">i")
 CHANGE_HEAD = struct.Struct(">qB")
 PAIR_HEAD = struct.Struct(">II")
+UNIFORM_HEAD = struct.Struct(">II")
+MORE = 0x01  # a chunk's flags
+UNIFORM = 0x02
 SNAPSHOT_AND_VERSION = struct.Struct(">qq")

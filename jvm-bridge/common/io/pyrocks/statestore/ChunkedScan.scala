@@ -17,15 +17,15 @@ final class ChunkedScan(
     onEnd: Option[Seq[(Array[Byte], Array[Byte])] => Unit] = None) extends KeyValueScan {
 
   private var chunk: Array[Byte] = open()
-  private var more: Boolean = chunk(0) == 1
-  private var position = 1 // of the next pair in `chunk`
+  private var more: Boolean = Chunk.more(chunk)
+  private var cursor = new Chunk.Cursor(chunk)
   private var closed = false
-  var keyAt = 0
-  var keyLength = 0
-  var valueAt = 0
-  var valueLength = 0
   override def keyBytes: Array[Byte] = chunk
   override def valueBytes: Array[Byte] = chunk
+  override def keyAt: Int = cursor.keyAt
+  override def keyLength: Int = cursor.keyLength
+  override def valueAt: Int = cursor.valueAt
+  override def valueLength: Int = cursor.valueLength
 
   private def open(): Array[Byte] = {
     val body = ByteBuffer.allocate(4 + 1 + 2 + cf.length + 4 + a.length + 4 + b.length)
@@ -39,20 +39,17 @@ final class ChunkedScan(
   private var keptBytes = 0L
 
   override def advance(): Boolean = {
-    if (position >= chunk.length && more && !closed) {
+    var found = cursor.advance()
+    while (!found && more && !closed) {
       chunk = provider.request(Wire.IterNext, ByteBuffer.allocate(4).putInt(iteratorId).array())
-      more = chunk(0) == 1
-      position = 1
+      more = Chunk.more(chunk)
+      cursor = new Chunk.Cursor(chunk)
+      found = cursor.advance()
     }
-    if (position >= chunk.length) {
+    if (!found) {
       handOver()
       false
     } else {
-      keyAt = position + ChunkedScan.PairHead
-      keyLength = ChunkedScan.keyLength(chunk, keyAt)
-      valueLength = ChunkedScan.valueLength(chunk, keyAt)
-      valueAt = keyAt + keyLength
-      position = valueAt + valueLength
       kept.foreach { buf =>
         keptBytes += keyLength + valueLength
         if (keptBytes <= ChunkedScan.MaxKeptBytes) buf += ((key(), value())) else kept = None
@@ -76,16 +73,4 @@ final class ChunkedScan(
 object ChunkedScan {
   /** Larger listings are not kept by the read cache (PrefixRecord): such a scan just streams. */
   val MaxKeptBytes: Long = PrefixRecord.MaxBytes
-
-  /** A worker's chunk is [more u8], then per pair [key length u32][value length u32][key]
-   * [value], big-endian, as the worker packs it (protocol.py): the lengths sit `PairHead`
-   * bytes before the key. */
-  val PairHead = 8
-
-  def keyLength(chunk: Array[Byte], keyAt: Int): Int = lengthAt(chunk, keyAt - PairHead)
-  def valueLength(chunk: Array[Byte], keyAt: Int): Int = lengthAt(chunk, keyAt - 4)
-
-  private def lengthAt(chunk: Array[Byte], at: Int): Int =
-    (chunk(at) & 0xff) << 24 | (chunk(at + 1) & 0xff) << 16 | (chunk(at + 2) & 0xff) << 8 |
-      (chunk(at + 3) & 0xff)
 }

@@ -2,8 +2,6 @@ package io.pyrocks.statestore
 
 import java.util.Arrays.{compareUnsigned, copyOfRange}
 
-import ChunkedScan.{PairHead, keyLength, valueLength}
-
 /**
  * The read cache's window on a family walked in key order: gets that miss the cache one key
  * after another, each past the one before, read ahead from the worker a run of pairs at a
@@ -92,16 +90,18 @@ object ReadAhead {
   /** Unsigned bytewise: the worker's (RocksDB's default) key order. */
   def compare(a: Array[Byte], b: Array[Byte]): Int = compareUnsigned(a, b)
 
-  /** The pairs of one read-ahead, in place in the worker's chunk (`keyAt(i)`: where the
-   * i-th key's bytes start), and what the task wrote in its range since: a replaced value in
-   * `replaced` (`Removed` for a removal), a key new to the range in `added`; together no
-   * more than `room` bytes. */
+  /** The pairs of one read-ahead, in place in the worker's chunk (the i-th key's bytes
+   * from `keyAt(i)` to `valueAt(i)`, its value's `valueLength(i)` bytes from there), and what
+   * the task wrote in its range since: a replaced value in `replaced` (`Removed` for a
+   * removal), a key new to the range in `added`; together no more than `room` bytes. */
   private final class Window(val space: Int, val first: Array[Byte], val last: Array[Byte],
-      chunk: Array[Byte], keyAt: Array[Int], val room: Long) {
+      chunk: Array[Byte], keyAt: Array[Int], valueAt: Array[Int], valueLength: Array[Int],
+      val room: Long) {
     private val replaced = new Array[Array[Byte]](keyAt.length)
     private val added = new java.util.TreeMap[Array[Byte], Array[Byte]](
       (a: Array[Byte], b: Array[Byte]) => compare(a, b))
-    private var used: Long = chunk.length + (4L + 8L) * keyAt.length // + keyAt, replaced
+    // + keyAt, valueAt, valueLength, replaced
+    private var used: Long = chunk.length + (3L * 4L + 8L) * keyAt.length
 
     def covers(space: Int, key: Array[Byte]): Boolean = space == this.space &&
       compare(key, first) >= 0 && (last == null || compare(key, last) <= 0)
@@ -110,8 +110,7 @@ object ReadAhead {
       val i = indexOf(key)
       if (i < 0) Option(added.get(key))
       else if (replaced(i) == null) {
-        val valueAt = keyAt(i) + keyLength(chunk, keyAt(i))
-        Some(copyOfRange(chunk, valueAt, valueAt + valueLength(chunk, keyAt(i))))
+        Some(copyOfRange(chunk, valueAt(i), valueAt(i) + valueLength(i)))
       } else if (replaced(i) eq Removed) None
       else Some(replaced(i))
     }
@@ -149,8 +148,7 @@ object ReadAhead {
       var (low, high) = (0, keyAt.length - 1)
       while (low <= high) {
         val mid = (low + high) >>> 1
-        val at = keyAt(mid)
-        val c = compareUnsigned(chunk, at, at + keyLength(chunk, at), key, 0, key.length)
+        val c = compareUnsigned(chunk, keyAt(mid), valueAt(mid), key, 0, key.length)
         if (c < 0) low = mid + 1 else if (c > 0) high = mid - 1 else return mid
       }
       -1
@@ -159,18 +157,21 @@ object ReadAhead {
 
   private object Window {
     def of(space: Int, first: Array[Byte], chunk: Array[Byte], room: Long): Window = {
-      val starts = Array.newBuilder[Int]
-      var position = 1
-      var lastKey = -1
-      while (position < chunk.length) {
-        lastKey = position + PairHead
-        starts += lastKey
-        position = lastKey + keyLength(chunk, lastKey) + valueLength(chunk, lastKey)
+      val (keyAt, valueAt, valueLength) =
+        (Array.newBuilder[Int], Array.newBuilder[Int], Array.newBuilder[Int])
+      val pairs = new Chunk.Cursor(chunk)
+      while (pairs.advance()) {
+        keyAt += pairs.keyAt
+        valueAt += pairs.valueAt
+        valueLength += pairs.valueLength
       }
-      val more = chunk(0) == 1
-      val last = if (!more) null
-        else copyOfRange(chunk, lastKey, lastKey + keyLength(chunk, lastKey))
-      new Window(space, first.clone(), last, chunk, starts.result(), room)
+      val (keys, values) = (keyAt.result(), valueAt.result())
+      // More pairs after these: the window ends at the last one (the worker sends some).
+      val last = if (!Chunk.more(chunk)) null else if (keys.nonEmpty) {
+        copyOfRange(chunk, keys.last, values.last)
+      } else throw new IllegalStateException("a read-ahead from the worker says more pairs " +
+        "follow but holds none")
+      new Window(space, first.clone(), last, chunk, keys, values, valueLength.result(), room)
     }
   }
 
