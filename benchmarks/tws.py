@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -44,6 +43,7 @@ from benchmarks.macro import (
     file_stream,
     in_turn,
     insert_then_update,
+    median_of,
     run_child,
     run_isolated,
     write_batches,
@@ -86,11 +86,6 @@ def start_tws(spark: Any, input_dir: Path, checkpoint: str) -> Any:
             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
 
 
-def median(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None
-
-
 def parse_args(argv: Sequence[str] | None) -> Config:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tws", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,8 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 result, _ = run_isolated(workload, provider, cfg, work / f"round-{index}",
                                          index, module="benchmarks.tws")
                 runs[provider.name].append(result)
-    summary = {name: {"median_batch_ms": median([r.median_batch_ms for r in found]),
-                      "median_commit_ms": median([r.median_commit_ms for r in found]),
+    summary = {name: {"median_batch_ms": median_of([r.median_batch_ms for r in found]),
+                      "median_commit_ms": median_of([r.median_commit_ms for r in found]),
                       "errors": [r.error for r in found if r.error]}
                for name, found in runs.items()}
     ours, theirs = summary[OURS], summary[BASELINE]
