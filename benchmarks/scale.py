@@ -23,8 +23,10 @@ sink, with no state operator at all. Each (workload, size, provider)
 runs in a fresh interpreter and JVM (local[2], 8 shuffle partitions, 8g driver), which
 reports its peak RSS (JVM, and our workers) and Spark's state operator metrics (task time in
 updates, removals, i.e. the eviction scan, and commits); a run that fails (e.g. out of
-heap) is a result. `--jfr DIR` records each run's JVM (driver and executor in local mode)
-with Java Flight Recorder: `jfr print --events jdk.ExecutionSample F.jfr`.
+heap) is a result. `--repeats N` runs each provider N times, the providers taking turns at
+going first, and takes the median of their medians (ours over each Spark provider is also
+shown repeat by repeat). `--jfr DIR` records each run's JVM (driver and executor in local
+mode) with Java Flight Recorder: `jfr print --events jdk.ExecutionSample F.jfr`.
 
 Results: a table on stdout, `benchmarks/results/scale.json`, and the chart
 `benchmarks/results/scale.png` (median batch time against state size, one panel per
@@ -56,6 +58,8 @@ from benchmarks.macro import (
     PROVIDERS,
     batch_metrics,
     file_stream,
+    in_turn,
+    median_of,
     select_provider,
     write_batches,
 )
@@ -82,6 +86,7 @@ class Config:
     timeout_s: float
     options: dict[str, str] = field(default_factory=dict)  # ours: configure(**options)
     jfr_dir: str = ""  # a JFR recording of each run's JVM there (its executor: local mode)
+    repeats: int = 1  # runs of each provider per (workload, size), the providers in turn
 
 
 @dataclass
@@ -98,6 +103,7 @@ class Run:
     # measured batches: where a batch's state time goes (removals = the eviction scan)
     state_task_ms: dict[str, float] | None = None
     error: str | None = None
+    repeat: int = 0  # which of the (workload, size)'s `repeats` this run was
 
 
 # ---------------------------------------------------------------------------------- input
@@ -255,33 +261,40 @@ def state_task_ms(progress: Sequence[Any]) -> dict[str, float]:
 
 
 def spawn(cfg: Config, workload: str, keys: int, provider: str, base: Path,
-          work: Path) -> Run:
+          work: Path, repeat: int) -> Run:
     spec = {"config": asdict(cfg), "workload": workload, "keys": keys, "provider": provider,
             "input": str(base), "work": str(work)}
     answer, error = run_module_child("benchmarks.scale", spec, cfg.timeout_s + 300)
-    return Run(workload, keys, provider, error=error) if answer is None else Run(**answer)
+    if answer is None:
+        return Run(workload, keys, provider, error=error, repeat=repeat)
+    return Run(**{**answer, "repeat": repeat})
 
 
 def sweep(cfg: Config, scratch: Path, results: Path) -> list[Run]:
     """Every planned run, added to what `results` holds of other sizes and workloads (a
-    sweep done in parts; a run done again replaces its old result)."""
+    sweep done in parts; a (workload, size, provider) run again replaces its old runs).
+    Each provider runs `repeats` times, repeat `r` in the order `in_turn(providers, r)`, so
+    that none always runs first on a machine just idle."""
     runs = previous_runs(results)
     for workload in cfg.workloads:
         for keys in cfg.sizes:
             base = scratch / f"{workload}-{keys}"
             write_input(base, cfg, workload, keys)
-            for provider in cfg.providers:
-                with tempfile.TemporaryDirectory(dir=scratch) as work:
-                    run = spawn(cfg, workload, keys, provider, base, Path(work))
-                runs = [r for r in runs
-                        if (r.workload, r.keys, r.provider) != (workload, keys, provider)]
-                runs.append(run)
-                print(f"[{workload} {keys:,}] {provider}: "
-                      + (f"ERROR {run.error}" if run.error else
-                         f"batch p50 {run.median_batch_ms:,.0f} ms {run.batch_ms}, "
-                         f"JVM {run.peak_jvm_mb} MiB, workers {run.peak_workers_mb} MiB"),
-                      flush=True)
-                save(cfg, runs, results)
+            for repeat in range(cfg.repeats):
+                for provider in in_turn(cfg.providers, repeat):
+                    with tempfile.TemporaryDirectory(dir=scratch) as work:
+                        run = spawn(cfg, workload, keys, provider, base, Path(work), repeat)
+                    if repeat == 0:  # this sweep's runs replace the results' older ones
+                        runs = [r for r in runs
+                                if (r.workload, r.keys, r.provider) != (workload, keys, provider)]
+                    runs.append(run)
+                    print(f"[{workload} {keys:,}] {provider}"
+                          + (f", repeat {repeat + 1}/{cfg.repeats}" if cfg.repeats > 1 else "")
+                          + ": " + (f"ERROR {run.error}" if run.error else
+                                    f"batch p50 {run.median_batch_ms:,.0f} ms {run.batch_ms}, "
+                                    f"JVM {run.peak_jvm_mb} MiB, workers "
+                                    f"{run.peak_workers_mb} MiB"), flush=True)
+                    save(cfg, runs, results)
             _remove(base)
     return runs
 
@@ -315,7 +328,28 @@ def save(cfg: Config, runs: Sequence[Run], results: Path) -> None:
 
 
 def _by(payload: dict[str, Any]) -> dict[tuple[str, int, str], dict[str, Any]]:
-    return {(r["workload"], r["keys"], r["provider"]): r for r in payload["runs"]}
+    """Per (workload, size, provider), its runs combined (`_combined`)."""
+    grouped: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for r in payload["runs"]:
+        grouped.setdefault((r["workload"], r["keys"], r["provider"]), []).append(r)
+    return {key: _combined(runs) for key, runs in grouped.items()}
+
+
+def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The batch time is the median of the repeats' medians, a failed repeat counting in
+    `error` only; the peak RSS is the largest; `batch_ms_by_repeat` pairs repeats across
+    providers (repeat r of each ran in the same turn)."""
+    runs = sorted(runs, key=lambda r: r.get("repeat", 0))
+    ok = [r for r in runs if r.get("error") is None]
+
+    def peak(name: str) -> float | None:
+        return max((r[name] for r in ok if r.get(name) is not None), default=None)
+
+    return {"median_batch_ms": median_of(r.get("median_batch_ms") for r in ok),
+            "batch_ms_by_repeat": [None if r.get("error") else r.get("median_batch_ms")
+                                   for r in runs],
+            "peak_jvm_mb": peak("peak_jvm_mb"), "peak_workers_mb": peak("peak_workers_mb"),
+            "error": "; ".join(r["error"] for r in runs if r.get("error")) or None}
 
 
 def render(payload: dict[str, Any]) -> str:
@@ -335,14 +369,22 @@ def render(payload: dict[str, Any]) -> str:
             ours = med["pyrocks"]
             share = (None if ours is None or med["noop"] is None
                      else (ours - med["noop"]) / ours)
-            rss = got["pyrocks"]
+            ours_runs = got["pyrocks"]
+            rss = f"{ours_runs.get('peak_jvm_mb')}+{ours_runs.get('peak_workers_mb')}"
             lines.append(
                 f"{workload:<12}{keys:>12,}{_ms(ours):>9}{_ms(med['spark-rocksdb']):>9}"
                 f"{_ms(med['spark-hdfs']):>9}{_ms(med['noop']):>8}{_ms(med['stateless']):>10}"
                 f"{_x(report.ratio(ours, med['spark-rocksdb'])):>9}"
                 f"{_x(report.ratio(ours, med['spark-hdfs'])):>7}"
                 f"{('-' if share is None else f'{share:.0%}'):>7}"
-                f"{(str(rss.get('peak_jvm_mb')) + '+' + str(rss.get('peak_workers_mb'))):>16}")
+                f"{rss:>16}")
+            for baseline in ("spark-rocksdb", "spark-hdfs"):
+                paired = [report.ratio(o, t) for o, t in zip(
+                    ours_runs.get("batch_ms_by_repeat", []),
+                    got[baseline].get("batch_ms_by_repeat", []), strict=False)]
+                if len(paired) > 1:
+                    lines.append(f"    ours/{baseline.removeprefix('spark-')} by repeat: "
+                                 + " ".join(_x(x) for x in paired))
             for p, r in got.items():
                 if r.get("error"):
                     lines.append(f"    {p}: {r['error'][:160]}")
@@ -432,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="batches before the measured "
                         "ones (the JIT compiles each batch's new code: early batches swing)")
     parser.add_argument("--rounds", type=int, default=3, help="measured batches (median)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each provider, "
+                        "each in a fresh JVM, the providers in turn (median of their medians)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--report", action="store_true", help="re-render results/scale.json")
@@ -455,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      tuple(args.workloads.split(",")), tuple(args.providers.split(",")),
                      args.rows, args.fill_rows, args.warmup, args.rounds, args.timeout,
                      dict(o.split("=", 1) for o in args.option),
-                     str(Path(args.jfr).resolve()) if args.jfr else "")
+                     str(Path(args.jfr).resolve()) if args.jfr else "", args.repeats)
         if args.jfr:
             Path(args.jfr).mkdir(parents=True, exist_ok=True)
         unknown = (set(cfg.workloads) - set(WORKLOADS)) | (set(cfg.providers)

@@ -5,6 +5,7 @@ or renamed breaks a benchmark only when it runs, hours into a full run. Each imp
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,6 @@ def test_a_benchmark_child_answers_its_spec_on_its_last_line(
         capsys: pytest.CaptureFixture[str]) -> None:
     """`python -m benchmarks.<module> --child <spec>` prints its answer as the last line,
     which the parent (`run_module_child`) reads; any other command line is the module's."""
-    import json
 
     from benchmarks.child import answered
 
@@ -81,3 +81,30 @@ def test_macro_compares_medians_over_rounds_and_each_round_with_itself() -> None
     assert against_hdfs.batch_ratio_by_round == [0.5, 0.75, None]
     payload = {"results": [{**vars(r), "batches": []} for r in results]}
     assert [t.ours for t in targets(payload)] == [70.0, 7.0]
+
+
+def test_scale_takes_the_median_over_repeats_and_pairs_them(tmp_path: Path) -> None:
+    """A (workload, size, provider)'s batch time is the median of its repeats' medians, a
+    failed repeat left out; repeat r of ours is set beside repeat r of each Spark provider;
+    a sweep run again replaces only the runs it makes."""
+    from benchmarks.scale import Config, Run, render, save, targets
+
+    def run(provider: str, repeat: int, batch_ms: float, error: str | None = None) -> Run:
+        return Run("aggregation", 1_000_000, provider, median_batch_ms=batch_ms,
+                   peak_jvm_mb=100.0 + repeat, peak_workers_mb=50.0, error=error,
+                   repeat=repeat)
+
+    runs = [run("pyrocks", 1, 700.0), run("spark-rocksdb", 0, 1_000.0),
+            run("spark-rocksdb", 1, 1_200.0), run("pyrocks", 0, 500.0),
+            run("pyrocks", 2, 9_999.0, error="died"), run("spark-rocksdb", 2, 1_100.0),
+            Run("aggregation", 100_000, "spark-hdfs", median_batch_ms=300.0)]
+    cfg = Config((1_000_000,), ("aggregation",), ("pyrocks", "spark-rocksdb"), 100, 100, 1,
+                 3, 60.0, repeats=3)
+    save(cfg, runs, tmp_path / "scale.json")
+    payload = json.loads((tmp_path / "scale.json").read_text())
+    (ours_vs_rocksdb,) = [t for t in targets(payload) if t.compared_to == "spark-rocksdb"]
+    assert (ours_vs_rocksdb.ours, ours_vs_rocksdb.ratio) == (600.0, 0.545)
+    table = render(payload)
+    assert "ours/rocksdb by repeat: 0.50 0.58 -" in table
+    assert "102.0+50.0" not in table and "101.0+50.0" in table  # the failed run's RSS left out
+    assert "pyrocks: died" in table
