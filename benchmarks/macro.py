@@ -9,6 +9,8 @@ partitions, noop sink), reading the same pre-generated Parquet files, one file p
 micro-batch (`maxFilesPerTrigger=1`, `availableNow` trigger):
 
 - aggregation: `groupBy(key)` count and sum, update mode, over a fixed key space;
+- strings: the same aggregation keyed by names ("user-" and the key), whose keys in the
+  state are of many lengths, as string keys are;
 - dedup: `dropDuplicates(["id"])`, append mode, every id new (state grows every batch);
 - join: a stream-stream inner join with watermarks (rows/4 per batch, one partner per key);
 - sessions: session windows per user, 10 s gap (rows/4 per batch, keys/10 users).
@@ -253,6 +255,18 @@ def start_aggregation(spark: Any, input_dir: Path, checkpoint: str) -> Any:
             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
 
 
+def start_strings(spark: Any, input_dir: Path, checkpoint: str) -> Any:
+    """`start_aggregation` keyed by names ("user-" and the key: 6 to 11 characters), as
+    queries keyed by strings are: their state's keys are of many lengths."""
+    from pyspark.sql import functions as F
+
+    name = F.concat(F.lit("user-"), F.col("key").cast("string")).alias("name")
+    counts = (file_stream(spark, input_dir, "key LONG, value LONG").groupBy(name)
+              .agg(F.count("*").alias("n"), F.sum("value").alias("total")))
+    return (counts.writeStream.outputMode("update").format("noop")
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+
 def start_dedup(spark: Any, input_dir: Path, checkpoint: str) -> Any:
     unique = file_stream(spark, input_dir, "id LONG, payload LONG").dropDuplicates(["id"])
     return (unique.writeStream.outputMode("append").format("noop")
@@ -290,6 +304,7 @@ def start_sessions(spark: Any, input_dir: Path, checkpoint: str) -> Any:
 # provider must reach, or None: they must agree) and what starts its query.
 WORKLOADS: dict[str, tuple[Callable[[Path, Config], int | None], StartQuery]] = {
     "aggregation": (aggregation_input, start_aggregation),
+    "strings": (aggregation_input, start_strings),
     "dedup": (dedup_input, start_dedup),
     "join": (join_input, start_join),
     "sessions": (session_input, start_sessions),
@@ -487,9 +502,10 @@ def render_table(results: Sequence[RunResult], found: Sequence[Ratio], cfg: Conf
               f"{'ours/x batch (rounds)':>22} {'ours/x commit':>13}")
     for workload in dict.fromkeys(r.workload for r in results):
         lines.append("")
-        rows = cfg.rows if workload in ("aggregation", "dedup") else max(cfg.rows // 4, 1)
+        keyed = workload in ("aggregation", "strings")
+        rows = cfg.rows if keyed or workload == "dedup" else max(cfg.rows // 4, 1)
         lines.append(f"== {workload}: {rows:,} rows/batch"
-                     + (f", {cfg.keys:,} keys" if workload == "aggregation" else "")
+                     + (f", {cfg.keys:,} keys" if keyed else "")
                      + f", {cfg.batches} batches, first {cfg.warmup} discarded, "
                      + f"{cfg.rounds} round(s); " + _expected_text(expected.get(workload)))
         lines.append("times in ms over the measured batches, medians over the rounds; "
