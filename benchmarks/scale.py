@@ -506,6 +506,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                             - set(PROVIDER_NAMES))
         if unknown:
             parser.error(f"unknown workloads or providers: {sorted(unknown)}")
+        if cfg.repeats < 1:
+            parser.error(f"--repeats must be at least 1, not {cfg.repeats}")
         with tempfile.TemporaryDirectory(prefix="pyrocks-scale-") as scratch:
             sweep(cfg, Path(scratch), results)
         payload = json.loads(results.read_text())
