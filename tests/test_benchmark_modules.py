@@ -108,3 +108,28 @@ def test_scale_takes_the_median_over_repeats_and_pairs_them(tmp_path: Path) -> N
     assert "ours/rocksdb by repeat: 0.50 0.58 -" in table
     assert "102.0+50.0" not in table and "101.0+50.0" in table  # the failed run's RSS left out
     assert "pyrocks: died" in table
+
+
+def test_spaced_triggers_counts_the_state_files_and_takes_medians(tmp_path: Path) -> None:
+    """Every file under `state/`, at any depth, counts with its bytes; each figure's median
+    is over the provider's repeats, and the table shows each provider's."""
+    from benchmarks.spaced_triggers import Footprint, render, state_footprint, summary
+
+    (tmp_path / "0" / "default").mkdir(parents=True)
+    (tmp_path / "0" / "default" / "1.changelog").write_bytes(b"x" * 300)
+    (tmp_path / "0" / ".1.changelog.crc").write_bytes(b"x" * 12)
+    (tmp_path / "empty").mkdir()
+    assert state_footprint(tmp_path) == (2, 312)
+    repeats = ((40, 12.0, 700), (10, 5.0, 1200), (20, 7.0, 800))  # medians not means
+    runs = {"pyrocks": [Footprint("pyrocks", files, files * 2**20, cpu, batch)
+                        for files, cpu, batch in repeats],
+            "spark-hdfs": [Footprint("spark-hdfs", 4, 2**20, 3.0, 600)],
+            "spark-rocksdb": []}
+    medians = summary(runs)
+    assert medians == {"pyrocks": {"files": 20, "bytes": 20 * 2**20, "cpu_s": 7.0,
+                                   "batch_ms": 800},
+                       "spark-hdfs": {"files": 4, "bytes": 2**20, "cpu_s": 3.0,
+                                      "batch_ms": 600}}
+    table = render(medians, 9).splitlines()
+    assert table[2].split() == ["pyrocks", "20", "20.0", "7.0", "800"]
+    assert table[3].split() == ["spark-hdfs", "4", "1.0", "3.0", "600"]
