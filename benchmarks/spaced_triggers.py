@@ -52,6 +52,8 @@ TRIGGER_SECONDS = 3
 UPDATES_PER_BATCH = 100_000
 IDLE_OFF = f"{OURS}-idle-off"
 NAMES = (OURS, IDLE_OFF, "spark-rocksdb", "spark-rocksdb-changelog", "spark-hdfs")
+# A name that is not a provider's: the provider it runs and the options it runs it with.
+VARIANTS = {IDLE_OFF: (OURS, {"snapshotWhenIdleSeconds": "0"})}
 RESULTS = Path(__file__).resolve().parent / "results" / "spaced_triggers.json"
 
 
@@ -77,16 +79,14 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     name, work, batches = spec["provider"], Path(spec["work"]), spec["batches"]
-    options = {"localDir": str(work / "pool")}
-    if name == IDLE_OFF:
-        options["snapshotWhenIdleSeconds"] = "0"
+    provider, extra = VARIANTS.get(name, (name, {}))
+    options = {"localDir": str(work / "pool"), **extra}
     builder = (SparkSession.builder.master("local[2]").appName("pyrocks-spaced-triggers")
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.ui.enabled", "false")
                .config("spark.driver.memory", "4g"))
     spark = configure(builder, **options).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    provider = OURS if name == IDLE_OFF else name
     select_provider(spark, next(p for p in PROVIDERS if p.name == provider))
     checkpoint = work / "checkpoint"
     query = (file_stream(spark, Path(spec["input"]), "key long, value long")
@@ -94,7 +94,7 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
              .writeStream.outputMode("update").format("noop")
              .option("checkpointLocation", str(checkpoint))
              .trigger(processingTime=f"{TRIGGER_SECONDS} seconds").start())
-    with_input = []
+    with_input: list[Any] = []
     while len(with_input) < batches:
         if query.exception() is not None:
             raise RuntimeError(f"{name}: {query.exception()}")
