@@ -128,6 +128,29 @@ DEFAULT_COMPRESSION = "lz4"
 COMPRESSIONS = ("none", "snappy", "zlib", "bzip2", "lz4", "lz4hc", "zstd")
 
 
+# The codecs of changelog files (format/changelog_file.py), by Spark's names for its state
+# store codecs. Spark's lzf is read as lz4 (a codec of the same kind, which pyarrow has), and
+# Spark's codec class names as their short names.
+CHANGELOG_CODECS = ("lz4", "zstd", "snappy", "none")
+DEFAULT_CHANGELOG_COMPRESSION = "lz4"
+_SPARK_CODEC_NAMES = {"lzf": "lz4", "org.apache.spark.io.lz4compressioncodec": "lz4",
+                      "org.apache.spark.io.lzfcompressioncodec": "lz4",
+                      "org.apache.spark.io.snappycompressioncodec": "snappy",
+                      "org.apache.spark.io.zstdcompressioncodec": "zstd"}
+
+
+def _changelog_codec(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in CHANGELOG_CODECS:
+        raise ValueError("unknown changelog compression")
+    return lowered
+
+
+def _from_spark_codec(text: str) -> str:
+    lowered = text.strip().lower()
+    return _SPARK_CODEC_NAMES.get(lowered, lowered)
+
+
 def _compression(text: str) -> str:
     lowered = text.strip().lower()
     if lowered not in COMPRESSIONS:
@@ -210,7 +233,8 @@ SPECS: tuple[OptionSpec, ...] = (
                "an integer >= 1", "Bound on changelogs replayed at load: a commit that would "
                "exceed it waits for (or takes) a snapshot."),
     OptionSpec("maxReplayBytes", "max_replay_bytes", _in_units(0, 1), "268435456",
-               "a size >= 1 byte (256m)", "Bound on changelog bytes replayed at load, likewise."),
+               "a size >= 1 byte (256m)",
+               "Bound on changelog bytes (as stored: compressed) replayed at load, likewise."),
     OptionSpec("orphanMarginSeconds", "orphan_margin_seconds", _at_least(ORPHAN_MARGIN_MIN_S),
                "3600", f"seconds >= {ORPHAN_MARGIN_MIN_S} (or a duration: 1h)",
                "Files no record references are deleted once they entered durable storage this "
@@ -231,6 +255,12 @@ SPECS: tuple[OptionSpec, ...] = (
                "Compression of the data blocks of RocksDB's files (local and uploaded); "
                "Spark's RocksDB provider uses lz4 too. See docs/benchmarks.md for size and "
                "speed of each."),
+    OptionSpec("changelogCompression", "changelog_compression", _changelog_codec,
+               DEFAULT_CHANGELOG_COMPRESSION,
+               ", ".join(CHANGELOG_CODECS),
+               "Compression of the changelog files, the bytes every commit writes (1 MiB "
+               "chunks); as Spark's own providers do with Spark's state store codec (lz4 by "
+               "default). none writes the records as they are."),
     OptionSpec("blockSizeKB", "block_size_kb", _in_units(10, 1), "4", "KiB >= 1 (or 16k)",
                "RocksDB data block size, in KiB: larger blocks compress better and index "
                "smaller, smaller ones read less per lookup."),
@@ -262,6 +292,7 @@ class StoreOptions:
     iterator_chunk_bytes: int = 1 << 20
     write_buffer_mb: int = 16
     compression: str = DEFAULT_COMPRESSION
+    changelog_compression: str = DEFAULT_CHANGELOG_COMPRESSION
     block_size_kb: int = 4
     block_cache_mb: int = 8
     max_open_files: int = -1
@@ -334,6 +365,8 @@ SPARK_SETTINGS: tuple[SparkSetting, ...] = (
     SparkSetting(SPARK_ROCKSDB_PREFIX + "compactOnCommit", "compactOnCommit"),
     SparkSetting(SPARK_ROCKSDB_PREFIX + "trackTotalNumberOfRows", "trackTotalNumberOfRows"),
     SparkSetting(SPARK_STATE_PREFIX + "minDeltasForSnapshot", "snapshotInterval"),
+    SparkSetting(SPARK_STATE_PREFIX + "compression.codec", "changelogCompression",
+                 _from_spark_codec),
 )
 # Read by the shim before any worker starts (LaunchOptions.scala maps them the same way,
 # checked by a test): boundedMemoryUsage=true bounds all stores of an executor by

@@ -122,7 +122,7 @@ def test_a_batch_larger_than_the_spools_memory_commits_from_its_file(
     changelog: the version reloads (and replays) the same, the file is gone after the commit,
     and a commit whose upload failed can be committed again with every record."""
     store = open_store(tmp_path / "root", tmp_path / "local", interval=100)
-    store.pending.memory_bytes = 4096
+    store.pending.memory_bytes = store.pending.chunk_bytes = 1024
     store.load(0)
     store.write(put("first", "1"))
     assert store.commit(1)["published"]

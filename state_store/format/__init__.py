@@ -4,6 +4,7 @@
                       publish, verified reads, duplicate() by each filesystem's fast path
   names.py            which names and URLs a record may hold (checked where it is parsed)
   records.py          the write record: the same bytes on the wire and in changelogs
+  changelog_file.py   a changelog file's bytes: write records, compressed in chunks
   manifest.py         the records of a store root: manifests and snapshot descriptors
   lineage.py          which snapshot a version builds on, and which versions form its chain
   store_root.py       one store's root: listing, reading, writing and publishing records

@@ -15,7 +15,7 @@ Layout under a store root:
   manifests/<version:020d>-<epoch:010d>.json  ... by a later run of the query (epoch > 0)
   snapshots/<version:020d>-<lineage>.json   one per uploaded snapshot, named by its lineage
   snapshots/<version:020d>.json             (snapshots written before lineage names)
-  files/<uuid>.changelog                    the writes of one version (records.py encoding)
+  files/<uuid>.changelog                    the writes of one version (changelog_file.py)
   files/<uuid>-<local name>                 a file of a RocksDB checkpoint (SST, MANIFEST, ...)
 
 Run epochs: every run of a query publishes under a run epoch that the driver advances at

@@ -5,8 +5,9 @@ The low six bits of `op` are the operation; bit 7 (KNOWN) says the shim knew whe
 key existed before this record, and bit 6 (EXISTED) that it did, so the worker can keep
 its exact key count without looking the key up.
 The shim batches records into WRITES frames; the worker applies them and appends the very
-same bytes to the version's changelog, so a changelog is replayed by the code that applied
-the original writes and no re-encoding sits on the commit path.
+same bytes to the version's changelog (compressed in chunks of whole frames:
+changelog_file.py), so a changelog is replayed by the code that applied the original writes
+and nothing re-encodes a record on the commit path.
 """
 
 from __future__ import annotations

@@ -12,11 +12,12 @@ sees, and never adopts, the records of an earlier one.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CorruptFileError, ForeignCheckpointError, VersionNotFoundError
-from . import lineage
+from . import changelog_file, lineage
 from .lineage import LoadPlan
 from .manifest import (
     MANIFEST_DIR,
@@ -366,10 +367,13 @@ class StoreRoot:
 
     # ---- reading data -------------------------------------------------------------------
 
-    def read_changelog(self, changelog: Changelog) -> bytes:
+    def changelog_payloads(self, changelog: Changelog) -> Iterator[bytes]:
+        """The write payloads of a changelog, verified whole before the first is given, to
+        replay one at a time (changelog_file.py)."""
         ref = changelog.file
         what = f"changelog of version {changelog.version} of {self.store_name}"
-        return self.storage_of(ref).read_verified(file_path(ref.name), ref.written, what)
+        data = self.storage_of(ref).read_verified(file_path(ref.name), ref.written, what)
+        return changelog_file.payloads(data, f"the {what} ({file_path(ref.name)})")
 
     def download_snapshot(self, snapshot: SnapshotDescriptor, target: Path) -> None:
         target.mkdir(parents=True)

@@ -111,7 +111,7 @@ class VersionedStore:
                                      on_failed=self._snapshot_failed)
         self.state = State.NONE
         self.loaded_version: int | None = None  # None unless CLEAN or UPDATING
-        self.pending = ChangelogSpool(local_dir)
+        self.pending = ChangelogSpool(local_dir, opts.changelog_compression)
 
     @property
     def num_keys(self) -> int:
@@ -191,8 +191,7 @@ class VersionedStore:
             return False  # gone meanwhile: rebuild from what the manifest can still use
         self._lose_version()  # until the replay is complete, the copy is neither
         for changelog in missing:
-            self.copy.apply(self.checkpoint.read_changelog(changelog), count_keys=False)
-            self.metrics.replayed_versions += 1
+            self._replay(changelog)
         self.lineage.caught_up(target, base)
         self.copy.count_keys(target.num_keys)
         self.state, self.loaded_version = State.CLEAN, version
@@ -213,12 +212,16 @@ class VersionedStore:
         plan, db_dir = self._download_first_readable(plans)
         self.copy.open(db_dir)
         for changelog in plan.changelogs if plan else []:
-            self.copy.apply(self.checkpoint.read_changelog(changelog), count_keys=False)
-            self.metrics.replayed_versions += 1
+            self._replay(changelog)
         self.lineage.rebuilt(plan, empty)
         self.copy.count_keys(plan.manifest.num_keys if plan else 0)
         self.state, self.loaded_version = State.CLEAN, version
         self.metrics.rebuilds += 1
+
+    def _replay(self, changelog: Changelog) -> None:
+        for payload in self.checkpoint.changelog_payloads(changelog):
+            self.copy.apply(payload, count_keys=False)
+        self.metrics.replayed_versions += 1
 
     def _download_first_readable(self, plans: list[LoadPlan | None]
                                  ) -> tuple[LoadPlan | None, Path]:
@@ -251,11 +254,12 @@ class VersionedStore:
                 f"versions {missing[0]}..{missing[-1]} are missing (retained: "
                 f"{min(retained, default=0)}..{max(retained, default=0)})")
         for version in range(start, end + 1):
-            data = self.checkpoint.read_changelog(self.checkpoint.own_changelog(version, index))
-            for op, record_cf, key, value in records.decode(data):
-                kind = op & OP_MASK
-                if record_cf == cf and kind in _CHANGE_OPS:
-                    yield version, Op(kind), key, value
+            own = self.checkpoint.own_changelog(version, index)
+            for payload in self.checkpoint.changelog_payloads(own):
+                for op, record_cf, key, value in records.decode(payload):
+                    kind = op & OP_MASK
+                    if record_cf == cf and kind in _CHANGE_OPS:
+                        yield version, Op(kind), key, value
 
     # ---- reading and writing ------------------------------------------------------------
 
