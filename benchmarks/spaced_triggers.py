@@ -9,7 +9,8 @@ Ours takes a store's snapshot once it has been idle `snapshotWhenIdleSeconds` (1
 commit (runtime/idle_snapshots.py), so that `stop()` has no final snapshot left to take.
 Under a trigger spaced wider than that, every batch's version of every store is
 snapshotted, where `snapshotInterval` (10) alone would snapshot one in ten. This measures
-that trade beside ours with idle snapshots off (`pyrocks-idle-off`) and Spark's providers.
+that trade beside ours with idle snapshots off (`pyrocks-idle-off`) and Spark's providers,
+and what compressing our changelogs saves and costs (`pyrocks-uncompressed`: none).
 
 Per provider and repeat (the providers take turns at going first), in a process, JVM and
 worker pool of its own (`benchmarks/child.py`; local[2], 4 shuffle partitions): a
@@ -51,9 +52,11 @@ from state_store.spark import configure
 TRIGGER_SECONDS = 3
 UPDATES_PER_BATCH = 100_000
 IDLE_OFF = f"{OURS}-idle-off"
-NAMES = (OURS, IDLE_OFF, "spark-rocksdb", "spark-rocksdb-changelog", "spark-hdfs")
+UNCOMPRESSED = f"{OURS}-uncompressed"
+NAMES = (OURS, IDLE_OFF, UNCOMPRESSED, "spark-rocksdb", "spark-rocksdb-changelog", "spark-hdfs")
 # A name that is not a provider's: the provider it runs and the options it runs it with.
-VARIANTS = {IDLE_OFF: (OURS, {"snapshotWhenIdleSeconds": "0"})}
+VARIANTS = {IDLE_OFF: (OURS, {"snapshotWhenIdleSeconds": "0"}),
+            UNCOMPRESSED: (OURS, {"changelogCompression": "none"})}
 RESULTS = Path(__file__).resolve().parent / "results" / "spaced_triggers.json"
 
 
