@@ -102,10 +102,10 @@ def test_executors_run_the_workers_from_an_archived_environment(
     """`spark.archives` ships a packed environment that Spark unpacks beside each executor
     as `environment/`; `spark.executorEnv.PYSPARK_PYTHON` names its Python. Our settings
     are `cluster_conf()`'s (what `state-store conf` prints): no path of this machine."""
-    # Lean on purpose (the workers need rocksdict and fsspec, not pyspark): a user packs
-    # their whole environment with venv-pack or conda-pack.
+    # Lean on purpose (the workers need rocksdict, fsspec and cramjam, not pyspark): a user
+    # packs their whole environment with venv-pack or conda-pack.
     packed = tmp_path / "env"
-    virtualenv(packed, "rocksdict", "fsspec")
+    virtualenv(packed, "rocksdict", "fsspec", "cramjam")
     subprocess.run([str(packed / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile",
                     "--no-deps",
                     str(wheel)], check=True, capture_output=True, env=clean_env())

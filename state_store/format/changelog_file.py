@@ -17,18 +17,37 @@ a reader allocate more than a small multiple of the bytes it holds.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-import pyarrow as pa
+import cramjam
 
 from ..errors import CorruptFileError
 
 MAGIC = b"\xffPCL"
-# Codec names (changelogCompression, as Spark's state store codec names them) and their byte.
-CODECS = {"lz4": 1, "zstd": 2, "snappy": 3}
+
+
+@dataclass(frozen=True)
+class _Codec:
+    byte: int  # a compressed file's codec, after MAGIC
+    compress: Callable[[bytes | bytearray], object]  # -> a buffer
+    # (stored, output) -> bytes written: never more than the output holds, so a chunk can
+    # never make a reader allocate more than the raw size it records (cramjam's `_into`)
+    decompress_into: Callable[[bytes, bytearray], int]
+
+
+# By the names changelogCompression takes (Spark's names for its state store codecs).
+# cramjam: small, and it releases the interpreter lock while it compresses.
+_CODECS = {
+    "lz4": _Codec(1, lambda raw: cramjam.lz4.compress_block(raw, store_size=False),
+                  cramjam.lz4.decompress_block_into),
+    "zstd": _Codec(2, lambda raw: cramjam.zstd.compress(raw, level=1),
+                   cramjam.zstd.decompress_into),
+    "snappy": _Codec(3, cramjam.snappy.compress_raw, cramjam.snappy.decompress_raw_into),
+}
+CODECS = tuple(_CODECS)
 NONE = "none"
-_PYARROW_NAMES = {"lz4": "lz4_raw", "zstd": "zstd", "snappy": "snappy"}
-_BY_BYTE = {byte: name for name, byte in CODECS.items()}
+_BY_BYTE = {codec.byte: codec for codec in _CODECS.values()}
 _CHUNK_HEAD = struct.Struct(">BII")
 RAW, COMPRESSED = 0, 1
 # Frames gather into a chunk until it holds this many raw bytes (a larger frame is a chunk of
@@ -45,18 +64,17 @@ class ChunkWriter:
     def __init__(self, codec: str) -> None:
         if codec != NONE and codec not in CODECS:
             raise ValueError(f"unknown changelog codec {codec!r}")
-        self.codec = codec
-        self._compressor = None if codec == NONE else pa.Codec(_PYARROW_NAMES[codec])
+        self._codec = _CODECS.get(codec)
 
     @property
     def header(self) -> bytes:
-        return b"" if self.codec == NONE else MAGIC + bytes([CODECS[self.codec]])
+        return b"" if self._codec is None else MAGIC + bytes([self._codec.byte])
 
     def chunk(self, raw: bytes | bytearray) -> bytes:
         """The stored form of `raw` (whole write frames) in this file."""
-        if self._compressor is None:
+        if self._codec is None:
             return bytes(raw)
-        stored = self._compressor.compress(raw, asbytes=True)
+        stored = bytes(self._codec.compress(raw))
         too_dense = len(raw) > CHUNK_BYTES and len(raw) > MAX_RATIO * len(stored)
         if len(stored) >= len(raw) or too_dense:
             return _CHUNK_HEAD.pack(RAW, len(raw), len(raw)) + bytes(raw)
@@ -74,7 +92,7 @@ def payloads(data: bytes, what: str) -> Iterator[bytes]:
     if len(data) < head or data[len(MAGIC)] not in _BY_BYTE:
         raise CorruptFileError(f"{what}: unknown changelog codec byte "
                                f"{data[len(MAGIC):head].hex() or '(none)'}")
-    codec = pa.Codec(_PYARROW_NAMES[_BY_BYTE[data[len(MAGIC)]]])
+    codec = _BY_BYTE[data[len(MAGIC)]]
     pos = head
     while pos < len(data):
         kind, raw_len, stored_len, start = _chunk_head(data, pos, what)
@@ -106,12 +124,13 @@ def _chunk_head(data: bytes, pos: int, what: str) -> tuple[int, int, int, int]:
     return kind, raw_len, stored_len, start
 
 
-def _decompressed(codec: pa.Codec, stored: bytes, raw_len: int, where: str) -> bytes:
+def _decompressed(codec: _Codec, stored: bytes, raw_len: int, where: str) -> bytes:
+    raw = bytearray(raw_len)
     try:
-        raw = codec.decompress(stored, decompressed_size=raw_len, asbytes=True)
-    except (OSError, ValueError, pa.ArrowException) as e:
+        written = codec.decompress_into(stored, raw)
+    except cramjam.DecompressionError as e:
         raise CorruptFileError(f"{where} does not decompress: {e}") from e
-    if len(raw) != raw_len:
-        raise CorruptFileError(f"{where} decompresses to {len(raw)} bytes, not the {raw_len} "
+    if written != raw_len:
+        raise CorruptFileError(f"{where} decompresses to {written} bytes, not the {raw_len} "
                                "it records")
-    return raw
+    return bytes(raw)
