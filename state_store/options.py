@@ -129,7 +129,7 @@ COMPRESSIONS = ("none", "snappy", "zlib", "bzip2", "lz4", "lz4hc", "zstd")
 
 
 # The codecs of changelog files (format/changelog_file.py), by Spark's names for its state
-# store codecs. Spark's lzf is read as lz4 (a codec of the same kind, which pyarrow has), and
+# store codecs. Spark's lzf is read as lz4 (a codec of the same kind, which cramjam has), and
 # Spark's codec class names as their short names.
 CHANGELOG_CODECS = ("lz4", "zstd", "snappy", "none")
 DEFAULT_CHANGELOG_COMPRESSION = "lz4"
