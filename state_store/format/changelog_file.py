@@ -95,17 +95,14 @@ def payloads(data: bytes, what: str) -> Iterator[bytes]:
     codec = _BY_BYTE[data[len(MAGIC)]]
     pos = head
     while pos < len(data):
-        kind, raw_len, stored_len, start = _chunk_head(data, pos, what)
+        where = f"{what}: the chunk at byte {pos}"
+        kind, raw_len, stored_len, start = _chunk_head(data, pos, where)
         stored = data[start:start + stored_len]
-        if kind == RAW:
-            yield stored
-        else:
-            yield _decompressed(codec, stored, raw_len, f"{what}: the chunk at byte {pos}")
+        yield stored if kind == RAW else _decompressed(codec, stored, raw_len, where)
         pos = start + stored_len
 
 
-def _chunk_head(data: bytes, pos: int, what: str) -> tuple[int, int, int, int]:
-    where = f"{what}: the chunk at byte {pos}"
+def _chunk_head(data: bytes, pos: int, where: str) -> tuple[int, int, int, int]:
     if pos + _CHUNK_HEAD.size > len(data):
         raise CorruptFileError(f"{where} is truncated (the file ends at byte {len(data)})")
     kind, raw_len, stored_len = _CHUNK_HEAD.unpack_from(data, pos)

@@ -32,7 +32,6 @@ class ChangelogSpool:
         self.buffer = bytearray()  # the file's bytes, while they stay in memory
         self.file: BinaryIO | None = None
         self.path: Path | None = None
-        self.stored = 0  # bytes of the file so far
 
     def append(self, payload: bytes) -> None:
         self.raw += payload
@@ -44,7 +43,7 @@ class ChangelogSpool:
             return
         chunk = self.chunks.chunk(self.raw)
         self.raw = bytearray()
-        if self.stored == 0:
+        if self.path is None and not self.buffer:  # the file's first chunk
             chunk = self.chunks.header + chunk
         if self.path is None and len(self.buffer) + len(chunk) > self.memory_bytes:
             self._spill()
@@ -54,7 +53,6 @@ class ChangelogSpool:
             self.file.write(chunk)
         else:
             self.buffer += chunk
-        self.stored += len(chunk)
 
     def _spill(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -84,4 +82,3 @@ class ChangelogSpool:
             self.path = None
         self.raw = bytearray()
         self.buffer = bytearray()
-        self.stored = 0
