@@ -11,8 +11,9 @@ loaded anew, so every state a step reaches is still checked by a real load once.
 from __future__ import annotations
 
 from state_store.errors import StateStoreError
+from state_store.format import gc
 from state_store.format.manifest import FILES_DIR
-from state_store.format.store_root import StoreRoot
+from state_store.format.store_root import RecordIndex, StoreRoot
 
 Inputs = tuple[int, str, tuple[bool, ...], str]
 
@@ -22,12 +23,23 @@ def present_files(checkpoint: StoreRoot) -> set[str]:
     return set(checkpoint.storage.names(FILES_DIR))
 
 
+def missing_files(checkpoint: StoreRoot, index: RecordIndex) -> list[str]:
+    """Files that a retained manifest, or a snapshot one of them may start from, names and
+    the store no longer has: garbage collection must never have deleted any."""
+    manifests = [checkpoint.read_manifest(v, index) for v in index.versions()]
+    needed = {c.file.name for manifest in manifests for c in manifest.changelogs}
+    kept, _ = gc.sort_snapshots(checkpoint, index, manifests)
+    for path in kept:
+        needed |= {f.name for f in checkpoint.read_snapshot_at(path).files}
+    return sorted(needed - present_files(checkpoint))
+
+
 def load_inputs(checkpoint: StoreRoot, version: int, want: dict[bytes, bytes],
-                present: set[str]) -> Inputs | None:
+                present: set[str], index: RecordIndex | None = None) -> Inputs | None:
     """The inputs of loading `version` and the contents it must give; None when there is
-    no plan at all, which only a real load reports."""
+    no plan at all, which only a real load reports. `index`: the records as listed now."""
     try:
-        plans = checkpoint.load_plans(version)
+        plans = checkpoint.load_plans(version, index)
     except StateStoreError:
         return None
     exists = tuple(ref.name in present for plan in plans for ref in plan.files)

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import faulty_fs
 from faulty_fs import FUSE, dies_during
+from load_inputs import missing_files
 from state_store.format import gc, records
-from state_store.format.manifest import file_path
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
@@ -114,14 +114,7 @@ def check(world: World) -> None:
     checkpoint = world.checkpoint()
     versions = checkpoint.versions()
     assert world.latest in versions or world.latest == 0
-    plan = gc.plan_garbage(checkpoint, len(versions), orphan_margin_s=10**9)
-    index = checkpoint.index()
-    live_snapshots = [p for p in index.snapshot_paths() if p not in plan.expired_snapshots]
-    needed = {c.file.name for v in versions
-              for c in checkpoint.read_manifest(v, index).changelogs}
-    needed |= {f.name for p in live_snapshots for f in checkpoint.read_snapshot_at(p).files}
-    storage = checkpoint.storage
-    missing = [n for n in needed if not storage.fs.exists(storage.path(file_path(n)))]
+    missing = missing_files(checkpoint, checkpoint.index())
     assert not missing, f"files of retained versions were deleted: {missing}"
     for version in versions:
         reader = open_store(world.url, world.base / f"verify-{next(world.locals)}")

@@ -45,13 +45,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import faulty_fs
 from faulty_fs import FUSE, SimulatedCrash
-from load_inputs import Inputs, load_inputs, present_files
+from load_inputs import Inputs, load_inputs, missing_files, present_files
 from state_store.errors import StateStoreError, UnsupportedStorageError
-from state_store.format import gc, lineage, records
-from state_store.format.manifest import file_path
+from state_store.format import lineage, records
 from state_store.format.records import EXISTED, KNOWN, Op
-from state_store.format.storage import Storage, open_storage
-from state_store.format.store_root import StoreRoot, query_dir
+from state_store.format.storage import open_storage
+from state_store.format.store_root import RecordIndex, StoreRoot, query_dir
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
 
@@ -157,15 +156,22 @@ class ManyWriters(RuleBasedStateMachine):
         finally:
             FUSE.disarm()
 
+    def index(self) -> RecordIndex:
+        """The store's records as they are now: one listing, for every question about them
+        until the next step changes them (listings were most of the model's time on S3)."""
+        return self.checkpoint().index()
+
     def retained(self) -> list[int]:
-        return self.checkpoint().versions()
+        return self.index().versions()
 
-    def epochs_of(self, version: int) -> set[int]:
-        return set(self.checkpoint().index().manifests.get(version, {}))
+    @staticmethod
+    def epochs_of(version: int, index: RecordIndex) -> set[int]:
+        return set(index.manifests.get(version, {}))
 
-    def visible(self, version: int) -> Contents:
+    def visible(self, version: int, index: RecordIndex | None = None) -> Contents:
         """What loading `version` must give: its publish by the latest run."""
-        return self.published[(version, max(self.epochs_of(version), default=0))]
+        epochs = self.epochs_of(version, index or self.index())
+        return self.published[(version, max(epochs, default=0))]
 
     def load(self, provider: Provider, version: int) -> None:
         provider.store.load(version)
@@ -263,33 +269,35 @@ class ManyWriters(RuleBasedStateMachine):
         if provider.version is None:
             return
         version, epoch = provider.version + 1, provider.epoch
-        if version <= self.latest and version not in self.retained():
+        before = self.index()
+        if version <= self.latest and version not in before.versions():
             # A zombie so late that its version fell out of retention would publish it
             # again (a known limit, see the README): not part of what is checked here.
             return
-        existed = epoch in self.epochs_of(version)
-        if self.checkpoint().newest_epoch() > epoch:  # fenced: a later run has published
-            refused = "a later run of this query"
+        existed = epoch in self.epochs_of(version, before)
+        if max(map(max, before.manifests.values()), default=0) > epoch:
+            refused = "a later run of this query"  # fenced: a later run has published
         answer: dict[str, Any] = {}
         try:
             crashed = self.crashable(provider, crash_at,
                                      lambda: answer.update(provider.store.commit(version)))
         except StateStoreError as e:  # a commit the store refused to publish
             assert refused is not None and refused in str(e), e
-            assert epoch not in self.epochs_of(version) or existed
+            assert epoch not in self.epochs_of(version, self.index()) or existed
             provider.version, provider.pending = None, {}
             return
         assert refused is None, f"expected a refusal ({refused}), got {answer}"
+        after = self.index()
         if existed:  # another attempt of this run published the version: this one loses
             assert crashed or answer["published"] is False, answer
-        elif epoch in self.epochs_of(version):  # ours, published (maybe just before a crash)
+        elif epoch in self.epochs_of(version, after):  # ours (maybe just before a crash)
             state = {**provider.base, **provider.pending}
             self.published[(version, epoch)] = {k: v for k, v in state.items() if v is not None}
             if epoch == self.epoch:
                 self.latest = max(self.latest, version)
         if not crashed:
             provider.version = version if answer.get("published") else None
-            provider.base = self.visible(version) if answer.get("published") else {}
+            provider.base = self.visible(version, after) if answer.get("published") else {}
             provider.pending = {}
 
     @rule(index=st.integers(0, PROVIDERS - 1), changes=CHANGES, refuse=st.booleans())
@@ -414,11 +422,12 @@ class ManyWriters(RuleBasedStateMachine):
         if not hasattr(self, "base"):
             return
         checkpoint = self.checkpoint()
+        index = checkpoint.index()
         present = present_files(checkpoint)
-        for version in checkpoint.versions():
-            assert lineage.chain_gap(checkpoint.read_manifest(version)) is None
-            want = self.visible(version)
-            proof = load_inputs(checkpoint, version, want, present)
+        for version in index.versions():
+            assert lineage.chain_gap(checkpoint.read_manifest(version, index)) is None
+            want = self.visible(version, index)
+            proof = load_inputs(checkpoint, version, want, present, index)
             if proof is not None and proof in self.proven:
                 continue
             reader = self.new_store()
@@ -435,16 +444,7 @@ class ManyWriters(RuleBasedStateMachine):
     def referenced_files_exist(self) -> None:
         if not hasattr(self, "base"):
             return
-        checkpoint = self.checkpoint()
-        storage: Storage = checkpoint.storage
-        plan = gc.plan_garbage(checkpoint, len(checkpoint.versions()), orphan_margin_s=10**9)
-        index = checkpoint.index()
-        needed = {c.file.name for v in index.versions()
-                  for c in checkpoint.read_manifest(v, index).changelogs}
-        for path in index.snapshot_paths():
-            if path not in plan.expired_snapshots:
-                needed |= {f.name for f in checkpoint.read_snapshot_at(path).files}
-        missing = [n for n in needed if not storage.fs.exists(storage.path(file_path(n)))]
+        missing = missing_files(self.checkpoint(), self.index())
         assert not missing, f"files still referenced were deleted: {missing}"
 
 

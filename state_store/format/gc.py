@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from . import lineage
 from .manifest import FILES_DIR, MANIFEST_DIR, SNAPSHOT_DIR, FileRef, Manifest, Owner, file_path
 from .storage import Storage
-from .store_root import QUERY_DIR_PREFIX, StoreRoot
+from .store_root import QUERY_DIR_PREFIX, RecordIndex, StoreRoot
 
 
 @dataclass
@@ -48,14 +48,7 @@ def plan_garbage(root: StoreRoot, min_versions_to_retain: int,
     manifests = [root.read_manifest(v, index) for v in retained]
     plan = GcPlan(expired_manifests=[v for v in versions if v not in retained],
                   superseded_manifests=index.superseded())
-    keep_snapshots = []
-    for path in index.snapshot_paths():
-        snapshot = root.snapshot_if_readable(path)
-        # Unreadable: what it references is unknown, so it decides nothing and stays.
-        if snapshot is None or lineage.serves_any(snapshot, manifests):
-            keep_snapshots.append(path)
-        else:
-            plan.expired_snapshots.append(path)
+    keep_snapshots, plan.expired_snapshots = sort_snapshots(root, index, manifests)
     expired_records = [index.manifests[v][e] for v in plan.expired_manifests
                        for e in index.manifests[v]]
     plan.records = [*expired_records, *plan.superseded_manifests, *plan.expired_snapshots]
@@ -69,6 +62,22 @@ def plan_garbage(root: StoreRoot, min_versions_to_retain: int,
     plan.orphans = _orphans(root.storage, set(live) | set(expired), cutoff)
     plan.stale_queries = stale_queries(root, cutoff)
     return plan
+
+
+def sort_snapshots(root: StoreRoot, index: RecordIndex,
+                   retained: list[Manifest]) -> tuple[list[str], list[str]]:
+    """The snapshot records `index` lists, as (kept, expired): a snapshot expires when no
+    retained manifest may start from it."""
+    kept: list[str] = []
+    expired: list[str] = []
+    for path in index.snapshot_paths():
+        snapshot = root.snapshot_if_readable(path)
+        # Unreadable: what it references is unknown, so it decides nothing and stays.
+        if snapshot is None or lineage.serves_any(snapshot, retained):
+            kept.append(path)
+        else:
+            expired.append(path)
+    return kept, expired
 
 
 def collect_garbage(root: StoreRoot, min_versions_to_retain: int,
