@@ -112,9 +112,10 @@ def step(world: World, op: str, arg, crash_at: int | None) -> bool:
 
 def check(world: World) -> None:
     checkpoint = world.checkpoint()
-    versions = checkpoint.versions()
+    index = checkpoint.index()
+    versions = index.versions()
     assert world.latest in versions or world.latest == 0
-    missing = missing_files(checkpoint, checkpoint.index())
+    missing = missing_files(checkpoint, index)
     assert not missing, f"files of retained versions were deleted: {missing}"
     for version in versions:
         reader = open_store(world.url, world.base / f"verify-{next(world.locals)}")

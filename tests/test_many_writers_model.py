@@ -275,7 +275,7 @@ class ManyWriters(RuleBasedStateMachine):
             # again (a known limit, see the README): not part of what is checked here.
             return
         existed = epoch in self.epochs_of(version, before)
-        if max(map(max, before.manifests.values()), default=0) > epoch:
+        if before.newest_epoch() > epoch:
             refused = "a later run of this query"  # fenced: a later run has published
         answer: dict[str, Any] = {}
         try:

@@ -62,6 +62,10 @@ class RecordIndex:
     def versions(self) -> list[int]:
         return sorted(self.manifests)
 
+    def newest_epoch(self) -> int:
+        """The highest run epoch of any manifest listed (0: none)."""
+        return max((max(epochs) for epochs in self.manifests.values()), default=0)
+
     def manifest_path(self, version: int) -> str | None:
         epochs = self.manifests.get(version)
         return None if not epochs else epochs[max(epochs)]
@@ -116,25 +120,28 @@ class StoreRoot:
     # ---- listing and reading records ----------------------------------------------------
 
     def index(self) -> RecordIndex:
-        manifests: dict[int, dict[int, str]] = {}
-        for name in self.storage.names(MANIFEST_DIR):
-            parsed = parse_manifest_name(name)
-            if parsed is not None:
-                manifests.setdefault(parsed[0], {})[parsed[1]] = f"{MANIFEST_DIR}/{name}"
         snapshots: dict[int, dict[str | None, str]] = {}
         for name in self.storage.names(SNAPSHOT_DIR):
             parsed = parse_snapshot_name(name)
             if parsed is not None:
                 snapshots.setdefault(parsed[0], {})[parsed[1]] = f"{SNAPSHOT_DIR}/{name}"
-        return RecordIndex(manifests, snapshots)
+        return RecordIndex(self._manifests(), snapshots)
+
+    def _manifests(self) -> dict[int, dict[int, str]]:
+        manifests: dict[int, dict[int, str]] = {}
+        for name in self.storage.names(MANIFEST_DIR):
+            parsed = parse_manifest_name(name)
+            if parsed is not None:
+                manifests.setdefault(parsed[0], {})[parsed[1]] = f"{MANIFEST_DIR}/{name}"
+        return manifests
 
     def versions(self) -> list[int]:
         return self.index().versions()
 
     def newest_epoch(self) -> int:
-        """The highest run epoch any retained manifest was published under (0: none)."""
-        parsed = map(parse_manifest_name, self.storage.names(MANIFEST_DIR))
-        return max((epoch for _, epoch in filter(None, parsed)), default=0)
+        """The highest run epoch any retained manifest was published under (0: none): one
+        listing, of the manifests only (the commit path asks it)."""
+        return RecordIndex(self._manifests(), {}).newest_epoch()
 
     def snapshot_versions(self) -> list[int]:
         return sorted(self.index().snapshots)
