@@ -23,6 +23,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyspark
@@ -35,13 +36,15 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 SWITCH = "PYROCKS_TESTS_CLASS_ARCHIVE"
 
 
-def driver_options(jvm_options: str) -> str:
-    """`jvm_options` with the archive for drivers that run with them, made if missing."""
-    archive = _ensured(jvm_options) if os.environ.get(SWITCH, "1") != "0" else None
+def driver_options(jvm_options: str, launch: Sequence[str] = ()) -> str:
+    """`jvm_options` with the archive for drivers that run with them and with `launch`, the
+    other spark-submit arguments they start with (a class path entry of its own decides
+    whether the archive applies), made if missing."""
+    archive = _ensured(jvm_options, launch) if os.environ.get(SWITCH, "1") != "0" else None
     return f"{jvm_options} -XX:SharedArchiveFile={archive} {QUIET}" if archive else jvm_options
 
 
-def _ensured(jvm_options: str) -> Path | None:
+def _ensured(jvm_options: str, launch: Sequence[str]) -> Path | None:
     try:  # no Java: the tests that need it say so, the others run
         java = subprocess.run([bridge.java_executable(), "-version"], capture_output=True,
                               text=True).stderr
@@ -49,10 +52,10 @@ def _ensured(jvm_options: str) -> Path | None:
         return None
     jars = sorted((jar.name, jar.stat().st_size, jar.stat().st_mtime_ns)
                   for jar in bridge.pyspark_jars().iterdir())
-    key = hashlib.sha256(f"{java}\n{jvm_options}\n{jars}".encode()).hexdigest()[:12]
+    key = hashlib.sha256(f"{java}\n{jvm_options}\n{launch}\n{jars}".encode()).hexdigest()[:12]
     archive = bridge.cache_dir() / f"spark-driver-{pyspark.__version__}-{key}.jsa"
     try:  # the processes of one test session start together: the first makes it
-        return bridge.made_once(archive, lambda staged: _make(staged, jvm_options))
+        return bridge.made_once(archive, lambda staged: _make(staged, jvm_options, launch))
     except ArchiveNotMade as reason:
         print(f"tests: no class archive, drivers start without it: {reason}",
               file=sys.stderr, flush=True)
@@ -63,12 +66,13 @@ class ArchiveNotMade(Exception):
     """Why the archive could not be made: drivers then start without one."""
 
 
-def _make(staged: Path, jvm_options: str) -> None:
+def _make(staged: Path, jvm_options: str, launch: Sequence[str]) -> None:
     print(f"tests: making {staged.name}, the class archive of the tests' Spark drivers "
           "(once per machine and pyspark)...", file=sys.stderr, flush=True)
     options = f"{jvm_options} -XX:ArchiveClassesAtExit={staged} {QUIET}"
     env = {**os.environ, "PYSPARK_SUBMIT_ARGS":
-           f'--conf "spark.driver.extraJavaOptions={options}" pyspark-shell'}
+           " ".join([f'--conf "spark.driver.extraJavaOptions={options}"', *launch,
+                     "pyspark-shell"])}
     try:
         done = subprocess.run([sys.executable, __file__, str(staged.parent)], env=env,
                               capture_output=True, text=True, timeout=600)
