@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
+import local_file_system
 from benchmarks.emulators import Azurite, FakeGcs, LoopbackServer
 from class_archive import driver_options
 from harness import HDFS, PROVIDER_KEY, Outputs, SavedRun, saved_run, saved_run_once
@@ -23,7 +23,6 @@ from pyrocks_support import (
     pyrocks_conf,
     pyrocks_session,
 )
-from state_store.driver import bridge
 from streaming_queries import QUERIES
 from work_units import deal, keep_dealt_order, recorded_durations
 
@@ -76,31 +75,11 @@ def _checkpoint_manager_class() -> str:
     return entry.removesuffix(".class").replace("/", ".")
 
 
-def _in_process_local_files() -> list[str]:
-    """Hadoop's local file system with permissions set in-process (tests/jvm-fs/), for the
-    tests' drivers and executors. Without Hadoop's native library, which pip's pyspark
-    lacks, the stock one starts a `chmod` process for every file and directory it creates:
-    Spark's checkpoint logs, its own providers' state files, their checksum files, the
-    Parquet files of a canonical savepoint. Measured on tests/test_canonical_savepoints.py
-    run alone: 22,312 processes started against 3,682 (Spark's `rm -rf`s and our workers
-    remain), 411 s of the machine's CPU against 385, 306 s against 291. The files and
-    their modes are the same."""
-    try:
-        jar = bridge.jar_path(Path(__file__).resolve().parent / "jvm-fs",
-                              name="pyrocks-tests-fs")
-    except bridge.ShimBuildError as reason:  # no Java: the tests that need it say so
-        print(f"tests: Hadoop's stock local file system: {reason}", file=sys.stderr)
-        return []
-    return [f"--conf spark.driver.extraClassPath={jar}",
-            f"--conf spark.executor.extraClassPath={jar}",
-            "--conf spark.hadoop.fs.file.impl=io.pyrocks.tests.InProcessLocalFileSystem"]
-
-
 _CHECKPOINT_MANAGER = _checkpoint_manager_class()
 if "PYSPARK_SUBMIT_ARGS" not in os.environ:  # pytest-xdist's processes inherit it
     # Drivers start from a class archive (class_archive.py); executors, whose classpath
     # differs, start without one.
-    _LOCAL_FILES = _in_process_local_files()
+    _LOCAL_FILES = local_file_system.submit_args()
     os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(
         [f'--conf "spark.driver.extraJavaOptions={driver_options(_TEST_JVM, _LOCAL_FILES)}"',
          f'--conf "spark.executor.extraJavaOptions={_TEST_JVM}"',

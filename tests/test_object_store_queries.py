@@ -25,8 +25,10 @@ from pathlib import Path
 from benchmarks.emulators import Azurite, FakeGcs
 from harness import Outputs, assert_same_outputs, checkpoint_of, make_spark, run_queries
 from pyrocks_support import S3Endpoint, pyrocks_conf
+from state_store.format.manifest import MANIFEST_DIR
 from state_store.format.seeding import CLAIM, NO_CLAIM
 from state_store.format.storage import open_storage
+from state_store.format.store_root import query_dir
 from state_store.options import PREFIX
 from state_store.savepoint import restore, savepoint
 from state_store.savepoint.layout import DESCRIPTOR, SavepointDescriptor
@@ -96,7 +98,7 @@ def test_every_operator_with_state_on_an_object_store_matches_hdfs(
         (restored,) = query_ids[spec.name]
         checkpoint = checkpoint_of(tmp_path, spec)
         assert json.loads((checkpoint / "metadata").read_text())["id"] == restored
-        manifests = rf"([^/]+/){{4}}query-{restored}/manifests/[^/]+\.json"
+        manifests = rf"([^/]+/){{4}}{re.escape(query_dir(restored))}/{MANIFEST_DIR}/[^/]+\.json"
         assert any(re.fullmatch(manifests, p) for p in on_store[root_of[spec.name]]), spec.name
         assert not list((checkpoint / "state").glob("**/manifests"))
 
