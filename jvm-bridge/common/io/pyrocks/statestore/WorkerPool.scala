@@ -151,8 +151,25 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: 
         s"cannot start the pyrocks worker '${opts.pythonExec}' " +
           s"(set ${LaunchOptions.Prefix}pythonExec): ${e.getMessage}", e)
     }
-    awaitReady(proc)
+    try awaitReady(proc) catch {
+      case e: Throwable =>
+        // Whatever ends the wait (an interrupt: Spark cancels the other tasks of a failed
+        // stage), the process goes with it: left to finish starting, it would bind this
+        // slot's socket after its successor had removed it, and fail that successor with
+        // "Address already in use" (or serve beside it, unknown to the pool).
+        abandon(proc)
+        throw e
+    }
     proc
+  }
+
+  /** Kills a worker that never became this slot's, and waits until it is gone, even when
+   * the waiting thread was interrupted (the interrupt is kept for the caller). */
+  private def abandon(proc: Process): Unit = {
+    proc.destroyForcibly()
+    val interrupted = Thread.interrupted()
+    try proc.waitFor(10, TimeUnit.SECONDS)
+    finally if (interrupted) Thread.currentThread.interrupt()
   }
 
   private def awaitReady(proc: Process): Unit = {
@@ -160,8 +177,7 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: 
       new BufferedReader(new InputStreamReader(proc.getInputStream, UTF_8)).readLine())
     val line = try ready.get(120, TimeUnit.SECONDS) catch { case NonFatal(_) => null }
     if (line == null || !line.startsWith("READY")) {
-      proc.destroyForcibly()
-      proc.waitFor(10, TimeUnit.SECONDS)
+      abandon(proc)
       throw new WorkerFailedException(s"pyrocks worker '${opts.pythonExec} -m " +
         s"state_store.runtime.worker' did not start (exit code ${exitCode(proc)}): ${stderrTail()}. " +
         s"Is the state_store package importable by that Python? " +

@@ -65,7 +65,7 @@ object ShimChecks {
 }
 
 /** What checks share: providers made as an executor makes them, rows, and assertions. */
-final class Fixture(val work: Path, python: String, pythonPath: String) {
+final class Fixture(val work: Path, val python: String, pythonPath: String) {
   val keySchema: StructType = new StructType().add("k", LongType)
   val valueSchema: StructType = new StructType().add("v", LongType)
   /** Keys of a prefix-scan family: (group, item), scanned by group. */

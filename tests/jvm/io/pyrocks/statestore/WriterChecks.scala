@@ -14,6 +14,7 @@ object WriterChecks {
     "reader-waits-for-writer" -> readerWaitsForWriter,
     "abort-always-leaves-store-aborted" -> abortAlwaysLeavesStoreAborted,
     "interrupt-is-not-a-dead-worker" -> interruptIsNotADeadWorker,
+    "an-interrupted-start-leaves-no-worker" -> anInterruptedStartLeavesNoWorker,
     "open-spec-names-query-and-writer" -> openSpecNamesQueryAndWriter)
 
   private def waiting(t: Thread): Boolean =
@@ -156,6 +157,49 @@ object WriterChecks {
     expect(again.get(key(1)) == null, "the interrupted store's write of key 1 survived")
     again.abort()
     p.close()
+  }
+
+  /**
+   * Spark cancels the other tasks of a failed stage, one of them while its worker is still
+   * starting: the task sees the interrupt, and the process it started is gone by then. Left
+   * to finish starting, it would bind the slot's socket after the next start had removed
+   * it, and that start would fail with "Address already in use". The next start of the slot
+   * gets a worker that commits.
+   */
+  def anInterruptedStartLeavesNoWorker(f: Fixture): Unit = {
+    import f._
+    // The first start writes its pid, then sleeps before it becomes the worker: the
+    // interrupt surely meets a start in progress. Later starts go straight on.
+    val pidFile = work.resolve("first-start.pid")
+    val slowFirst = work.resolve("slow-first-start")
+    Files.write(slowFirst, Seq(s"#!$python", "import os, sys, time",
+      s"pid_file = '$pidFile'",
+      "if not os.path.exists(pid_file):",
+      "    with open(pid_file + '.tmp', 'w') as out:",
+      "        out.write(str(os.getpid()))",
+      "    os.rename(pid_file + '.tmp', pid_file)",
+      "    time.sleep(60)",
+      "os.execv(sys.executable, [sys.executable] + sys.argv[1:])").mkString("\n").getBytes(UTF_8))
+    expect(slowFirst.toFile.setExecutable(true), s"cannot make $slowFirst executable")
+    val options = Seq("pythonExec" -> slowFirst.toString)
+    val (task, started) = inThread("task cancelled while its worker starts") {
+      provider(checkpoint("cancelled"), options: _*) // its init connects: the worker starts
+    }
+    eventually("the first worker process started")(Files.exists(pidFile))
+    task.interrupt()
+    outcome(started) match {
+      case Left(e) if Iterator.iterate(e)(_.getCause).takeWhile(_ != null)
+          .exists(_.isInstanceOf[InterruptedException]) =>
+      case other => throw new AssertionError(s"an interrupted start gave $other")
+    }
+    val first = new String(Files.readAllBytes(pidFile), UTF_8).trim.toLong
+    expect(!isAlive(first), s"the worker whose start was interrupted (pid $first) lives on")
+    val next = provider(checkpoint("next"), options: _*)
+    val store = next.getStore(0)
+    expect(workerPid(next) != first, "the next start reused the abandoned process")
+    store.put(key(1), value(1))
+    store.commit()
+    next.close()
   }
 
   /** The worker is told which streaming query a store belongs to (from the checkpoint's
