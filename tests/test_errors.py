@@ -119,8 +119,27 @@ def test_worker_without_the_package_is_reported(pyrocks_spark: SparkSession,
     write_batch(tmp_path / "in", 0)
     pyrocks_spark.conf.set(PREFIX + "pythonExec", str(fake))
     try:
-        with pytest.raises(Exception, match=r"did not start \(exit code 3\).*No module named"):
+        with pytest.raises(Exception, match=r"did not start \(exit code 3\).*No module named"
+                                            r".*importable by that Python.*pythonExec"):
             run_counts(pyrocks_spark, tmp_path / "in", tmp_path / "ckpt")
+    finally:
+        pyrocks_spark.conf.set(PREFIX + "pythonExec", spark_conf()[PREFIX + "pythonExec"])
+
+
+def test_worker_failing_to_start_for_another_reason_is_not_sent_to_the_settings(
+        pyrocks_spark: SparkSession, tmp_path: Path) -> None:
+    """A worker that imported fine and failed after (here: its socket) says only what
+    failed: pointing at pythonExec would send the user the wrong way."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'OSError: [Errno 98] Address already in use' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    write_batch(tmp_path / "in", 0)
+    pyrocks_spark.conf.set(PREFIX + "pythonExec", str(fake))
+    try:
+        with pytest.raises(Exception, match=r"did not start \(exit code 1\).*Address already") \
+                as failed:
+            run_counts(pyrocks_spark, tmp_path / "in", tmp_path / "ckpt")
+        assert "importable" not in str(failed.value)
     finally:
         pyrocks_spark.conf.set(PREFIX + "pythonExec", spark_conf()[PREFIX + "pythonExec"])
 

@@ -178,12 +178,19 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: 
     val line = try ready.get(120, TimeUnit.SECONDS) catch { case NonFatal(_) => null }
     if (line == null || !line.startsWith("READY")) {
       abandon(proc)
+      val stderr = stderrTail()
       throw new WorkerFailedException(s"pyrocks worker '${opts.pythonExec} -m " +
-        s"state_store.runtime.worker' did not start (exit code ${exitCode(proc)}): ${stderrTail()}. " +
-        s"Is the state_store package importable by that Python? " +
-        s"(${LaunchOptions.Prefix}pythonExec / pythonPath)")
+        s"state_store.runtime.worker' did not start (exit code ${exitCode(proc)}): $stderr" +
+        importHint(stderr))
     }
   }
+
+  /** Points at the settings only when the worker could not import what it needs: after
+   * another failure (a socket, a disk) the hint would send the user the wrong way. */
+  private def importHint(stderr: String): String =
+    if (!Seq("No module named", "ImportError").exists(stderr.contains)) ""
+    else s". Is the state_store package importable by that Python? " +
+      s"(${LaunchOptions.Prefix}pythonExec / pythonPath)"
 
   @volatile private var killed = false
 
