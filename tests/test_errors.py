@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -111,37 +112,35 @@ def test_worker_that_cannot_start_is_reported(pyrocks_spark: SparkSession,
         pyrocks_spark.conf.set(PREFIX + "pythonExec", spark_conf()[PREFIX + "pythonExec"])
 
 
-def test_worker_without_the_package_is_reported(pyrocks_spark: SparkSession,
-                                                tmp_path: Path) -> None:
+def failed_start(spark: SparkSession, tmp_path: Path, stderr: str, code: int) -> str:
+    """The error of a query whose workers print `stderr` and exit with `code` at start."""
     fake = tmp_path / "python"
-    fake.write_text("#!/bin/sh\necho 'No module named state_store' >&2\nexit 3\n")
+    fake.write_text(f"#!/bin/sh\necho '{stderr}' >&2\nexit {code}\n")
     fake.chmod(0o755)
     write_batch(tmp_path / "in", 0)
-    pyrocks_spark.conf.set(PREFIX + "pythonExec", str(fake))
+    spark.conf.set(PREFIX + "pythonExec", str(fake))
     try:
-        with pytest.raises(Exception, match=r"did not start \(exit code 3\).*No module named"
-                                            r".*importable by that Python.*pythonExec"):
-            run_counts(pyrocks_spark, tmp_path / "in", tmp_path / "ckpt")
+        with pytest.raises(Exception) as failed:
+            run_counts(spark, tmp_path / "in", tmp_path / "ckpt")
+        return str(failed.value)
     finally:
-        pyrocks_spark.conf.set(PREFIX + "pythonExec", spark_conf()[PREFIX + "pythonExec"])
+        spark.conf.set(PREFIX + "pythonExec", spark_conf()[PREFIX + "pythonExec"])
+
+
+def test_worker_without_the_package_is_reported(pyrocks_spark: SparkSession,
+                                                tmp_path: Path) -> None:
+    message = failed_start(pyrocks_spark, tmp_path, "No module named state_store", 3)
+    assert re.search(r"did not start \(exit code 3\).*No module named"
+                     r".*importable by that Python.*pythonExec", message), message
 
 
 def test_worker_failing_to_start_for_another_reason_is_not_sent_to_the_settings(
         pyrocks_spark: SparkSession, tmp_path: Path) -> None:
     """A worker that imported fine and failed after (here: its socket) says only what
     failed: pointing at pythonExec would send the user the wrong way."""
-    fake = tmp_path / "python"
-    fake.write_text("#!/bin/sh\necho 'OSError: [Errno 98] Address already in use' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    write_batch(tmp_path / "in", 0)
-    pyrocks_spark.conf.set(PREFIX + "pythonExec", str(fake))
-    try:
-        with pytest.raises(Exception, match=r"did not start \(exit code 1\).*Address already") \
-                as failed:
-            run_counts(pyrocks_spark, tmp_path / "in", tmp_path / "ckpt")
-        assert "importable" not in str(failed.value)
-    finally:
-        pyrocks_spark.conf.set(PREFIX + "pythonExec", spark_conf()[PREFIX + "pythonExec"])
+    message = failed_start(pyrocks_spark, tmp_path, "OSError: [Errno 98] Address already in use", 1)
+    assert re.search(r"did not start \(exit code 1\).*Address already", message)
+    assert "importable" not in message
 
 
 def test_missing_shim_sources_are_reported(tmp_path: Path) -> None:
