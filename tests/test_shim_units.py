@@ -98,11 +98,16 @@ class ShimChecks:
             self.outputs[name] = rest
 
 
-@pytest.fixture(scope="module")
-def checks(tmp_path_factory: pytest.TempPathFactory) -> ShimChecks:
+def checks_classpath() -> str:
+    """The shim's jar and its checks' (built if not cached): a `java -cp` value."""
     shim = bridge.jar_path()
     jar = bridge.jar_path(CHECKS_SOURCES, name="pyrocks-shim-checks", classpath=[shim])
-    return ShimChecks(bridge.java_classpath([shim, jar]), tmp_path_factory.mktemp("checks"))
+    return bridge.java_classpath([shim, jar])
+
+
+@pytest.fixture(scope="module")
+def checks(tmp_path_factory: pytest.TempPathFactory) -> ShimChecks:
+    return ShimChecks(checks_classpath(), tmp_path_factory.mktemp("checks"))
 
 
 GROUPS = {"read cache and key filter": CACHE,
