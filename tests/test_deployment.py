@@ -68,7 +68,7 @@ def test_the_wheel_ships_every_scala_source(wheel: Path) -> None:
     missing from the wheel fails only on the releases that need it."""
     shim = CHECKOUT / "jvm-bridge"
     expected = {f"state_store/jvm_bridge/{p.relative_to(shim).as_posix()}"
-                for p in shim.rglob("*.scala")}
+                for p in bridge.sources(shim)}
     with zipfile.ZipFile(wheel) as archive:
         shipped = {name for name in archive.namelist() if name.endswith(".scala")}
     assert expected and shipped == expected
