@@ -7,13 +7,18 @@ of one `scale` workload, for one provider.
 The state is filled first (as `benchmarks.scale` fills it), then --warmup batches of the
 measured shape run, so that its code is compiled; then the profilers attach and --batches
 measured batches run, one file each, in the same query: py-spy samples every
-worker process (ours), Java Flight Recorder samples the JVM (driver and executor: local
-mode). Printed: each batch's time; Spark's state operator metrics (task-ms in updates,
-removals and commits, medians); the CPU seconds the JVM and the workers spent per batch
-(from /proc: on 2 cores CPU, not wall time, is what two tasks compete for); the hottest
-frames of the workers (self and inclusive) and of the JVM (top frame, and the frames of
-this project and of Spark's state code, inclusive), and the JVM heap's classes by size. The
-raw profiles stay in --out.
+worker process (ours), and so does `perf` where the machine has it, Java Flight Recorder
+samples the JVM (driver and executor: local mode). Printed: each batch's time; Spark's state
+operator metrics (task-ms in updates, removals and commits, medians); the CPU seconds the
+JVM and the workers spent per batch (from /proc: on 2 cores CPU, not wall time, is what two
+tasks compete for); the hottest frames of the workers (self and inclusive) and of the JVM
+(top frame, and the frames of this project and of Spark's state code, inclusive), and the
+JVM heap's classes by size. The raw profiles stay in --out.
+
+py-spy's Python frames say which line a worker is in, but a thread blocked in a socket call
+(waiting for the next request, or for the JVM to take a chunk) still counts there: read
+them as wall time. `perf` counts CPU only, by library and native function (the RocksDB
+binding, the interpreter, the kernel): where the workers' CPU seconds go.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from benchmarks.scale import (
     state_task_ms,
 )
 
+WORKERS_PERF = "workers.perf"
 PROVIDER_NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs", "noop")
 # JVM frames worth listing inclusive: ours, and Spark's state store and stateful operators.
 JVM_PACKAGES = ("io.pyrocks.", "org.apache.spark.sql.execution.streaming.state.",
@@ -70,7 +76,8 @@ def feed(query: Any, files: Iterable[Path], input_dir: Path) -> None:
 
 
 class Profilers:
-    """py-spy on each worker and a JFR recording of the JVM, from start() to stop()."""
+    """py-spy (and `perf`, if installed) on the workers and a JFR recording of the JVM,
+    from start() to stop()."""
 
     def __init__(self, jvm: int, out: Path, rate: int) -> None:
         self.jvm, self.out, self.rate = jvm, out, rate
@@ -88,7 +95,12 @@ class Profilers:
                  "--nonblocking", "--format", "raw", "--output",
                  str(self.out / f"worker-{pid}.txt")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(1)  # py-spy attaches
+        if self.workers and shutil.which("perf"):
+            self.spies.append(subprocess.Popen(
+                ["perf", "record", "--freq", str(self.rate), "--output",
+                 str(self.out / WORKERS_PERF), "--pid", ",".join(map(str, self.workers))],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1)  # the samplers attach
         self.cpu_before = self.cpu()
         self.threads_before = procfs.thread_cpu_seconds(self.jvm)
 
@@ -135,6 +147,25 @@ def worker_hotspots(files: Sequence[Path], top: int) -> tuple[list[tuple[int, st
                 inclusive[frame] += n
     return ([(n, f) for f, n in own.most_common(top)],
             [(n, f) for f, n in inclusive.most_common(top) if "state_store" in f], total)
+
+
+def native_hotspots(recording: Path, top: int) -> list[tuple[float, str]]:
+    """(share of CPU samples, "library: function") of a `perf` recording of the workers, by
+    library first, then the hottest functions."""
+    def shares(sort: str) -> list[tuple[float, str]]:
+        printed = subprocess.run(["perf", "report", "--input", str(recording), "--stdio",
+                                  "--quiet", "--sort", sort], capture_output=True, text=True)
+        rows = []
+        for line in printed.stdout.splitlines():
+            share, _, rest = line.strip().partition("%")
+            try:
+                rows.append((float(share) / 100, " ".join(rest.replace("[.]", "").replace(
+                    "[k]", "").split())))
+            except ValueError:
+                continue
+        return rows[:top]
+
+    return [*shares("dso"), *shares("dso,sym")] if recording.exists() else []
 
 
 def jvm_hotspots(recording: Path, top: int) -> tuple[list[tuple[int, str]],
@@ -235,6 +266,11 @@ def report(args: argparse.Namespace, progress: Sequence[Any], cpu: dict[str, flo
         print("workers: inclusive (state_store)")
         for count, frame in inclusive:
             print(f"  {count / max(total, 1):6.1%}  {frame}")
+        native = native_hotspots(out / WORKERS_PERF, args.top)
+        if native:
+            print("workers: CPU samples (perf) by library, then by function")
+            for share, frame in native:
+                print(f"  {share:6.1%}  {frame}")
     print("\nJVM heap by class (live objects after the batches):")
     for line in (out / "histogram.txt").read_text().splitlines()[1:14]:
         print("  " + line.strip())
