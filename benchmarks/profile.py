@@ -150,7 +150,7 @@ def worker_hotspots(files: Sequence[Path], top: int) -> tuple[list[tuple[int, st
 
 
 def native_hotspots(recording: Path, top: int) -> list[tuple[float, str]]:
-    """(share of CPU samples, "library: function") of a `perf` recording of the workers, by
+    """(share of CPU samples, "library function") of a `perf` recording of the workers, by
     library first, then the hottest functions."""
     def shares(sort: str) -> list[tuple[float, str]]:
         printed = subprocess.run(["perf", "report", "--input", str(recording), "--stdio",
