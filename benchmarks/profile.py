@@ -81,7 +81,7 @@ class Profilers:
 
     def __init__(self, jvm: int, out: Path, rate: int) -> None:
         self.jvm, self.out, self.rate = jvm, out, rate
-        self.spies: list[subprocess.Popen[bytes]] = []
+        self.samplers: list[subprocess.Popen[bytes]] = []
         self.workers = procfs.workers_of(jvm)
         self.cpu_before: dict[int, float] = {}
         self.threads_before: dict[str, float] = {}
@@ -90,13 +90,13 @@ class Profilers:
         subprocess.run(["jcmd", str(self.jvm), "JFR.start", "name=profile", "settings=profile",
                         f"filename={self.out / 'jvm.jfr'}"], check=True, capture_output=True)
         for pid in self.workers:
-            self.spies.append(subprocess.Popen(
+            self.samplers.append(subprocess.Popen(
                 ["py-spy", "record", "--pid", str(pid), "--rate", str(self.rate),
                  "--nonblocking", "--format", "raw", "--output",
                  str(self.out / f"worker-{pid}.txt")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         if self.workers and shutil.which("perf"):
-            self.spies.append(subprocess.Popen(
+            self.samplers.append(subprocess.Popen(
                 ["perf", "record", "--freq", str(self.rate), "--output",
                  str(self.out / WORKERS_PERF), "--pid", ",".join(map(str, self.workers))],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -117,10 +117,10 @@ class Profilers:
                    for kind, spent in procfs.thread_cpu_seconds(self.jvm).items()}
         subprocess.run(["jcmd", str(self.jvm), "JFR.stop", "name=profile"], check=True,
                        capture_output=True)
-        for spy in self.spies:
-            spy.send_signal(signal.SIGINT)
-        for spy in self.spies:
-            spy.wait(timeout=60)
+        for sampler in self.samplers:
+            sampler.send_signal(signal.SIGINT)
+        for sampler in self.samplers:
+            sampler.wait(timeout=60)
         spent = {pid: after[pid] - self.cpu_before.get(pid, 0.0) for pid in after}
         return ({"jvm": spent[self.jvm],
                  "workers": sum(v for pid, v in spent.items() if pid != self.jvm)}, threads)
@@ -295,7 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=5, help="measured batches")
     parser.add_argument("--warmup", type=int, default=4,
                         help="batches of the measured shape run before the profilers attach")
-    parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
+    parser.add_argument("--rate", type=int, default=200,
+                        help="samples per second (py-spy and perf)")
     parser.add_argument("--top", type=int, default=25, help="frames listed per table")
     parser.add_argument("--driver-memory", default="8g")
     parser.add_argument("--out", default="profile-out", help="where the raw profiles go")
