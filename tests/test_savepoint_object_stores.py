@@ -3,15 +3,18 @@ and a no-claim restore move SST bytes by server-side copy only, each copy verifi
 reading it (S3: the CRC32 it computes; GCS: the CRC32C it computes against the one written
 with the file; Azure: the checksum the file carries in its metadata): no read and no write
 of an SST's bytes passes through this process, and a damaged source file is still refused
-by name."""
+by name. Each lists a source store's records no more often than it must: a listing is a
+request, and a query has hundreds of stores."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -34,6 +37,19 @@ def relay(object_store: Any) -> Iterator[HttpRelay]:
     proxy = HttpRelay(object_store)
     yield proxy
     proxy.stop()
+
+
+def record_listings(requests: list[tuple[str, str, dict[str, str]]], under: str) -> Counter:
+    """How often each store's record directories below `under` were listed, keyed by the
+    store's path below it and `manifests` or `snapshots`: the three APIs list by a GET with
+    a `prefix` parameter."""
+    listed: Counter = Counter()
+    for method, path, _ in requests:
+        prefix = parse_qs(urlsplit(path).query).get("prefix", [""])[0].rstrip("/")
+        store, _, records = prefix.partition(under)[2].rpartition("/")
+        if method == "GET" and under in prefix and records in ("manifests", "snapshots"):
+            listed[f"{store} {records}"] += 1
+    return listed
 
 
 def build_checkpoint(server: Any, url: str, scratch: Path) -> dict[str, dict[bytes, bytes]]:
@@ -68,9 +84,19 @@ def test_savepoint_and_restore_copy_ssts_server_side(
     expected = build_checkpoint(object_store, source, tmp_path)
     options = object_store.options
 
+    # What one listing of a directory costs on this service (Azure's client asks twice).
+    relay.requests.clear()
+    open_storage(f"{source}/state/0/0/{query_dir(SOURCE_ID)}", relay.options).names("manifests")
+    per_listing = sum(record_listings(relay.requests, f"sp-src-{run}/state/").values())
+
     relay.requests.clear()
     info = savepoint(source, object_store.url(f"sp-{run}"), storage_options=relay.options)
     assert moved_bytes(object_store, relay.requests, ".sst") == []
+    # Its manifests: to find the batch's version, then with its snapshots to plan the copy.
+    assert record_listings(relay.requests, f"sp-src-{run}/state/") == {
+        f"0/{p}/{query_dir(SOURCE_ID)} {records}": per_listing * (2 if records == "manifests"
+                                                                  else 1)
+        for p in range(2) for records in ("manifests", "snapshots")}, relay.requests
     assert copies(object_store, relay.requests) > 0
     assert verify_savepoint(open_storage(info.path, options)).verified
     assert main(["inspect", info.path, "--storage-options", json.dumps(options)]) == 0
@@ -79,6 +105,9 @@ def test_savepoint_and_restore_copy_ssts_server_side(
     relay.requests.clear()
     restored = restore(info.path, new, storage_options=relay.options)
     assert moved_bytes(object_store, relay.requests, ".sst") == []
+    assert record_listings(relay.requests, f"sp-{run}/stores/") == {  # planned once each
+        f"0/{p} {records}": per_listing for p in range(2)
+        for records in ("manifests", "snapshots")}
     assert copies(object_store, relay.requests) > 0
     if object_store.name == "moto_server":  # S3 computes each copy's CRC32 on request
         assert all(h.get("x-amz-checksum-algorithm") == "CRC32" for m, p, h in relay.requests

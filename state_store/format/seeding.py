@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
 from ..errors import CorruptFileError
+from .lineage import LoadPlan
 from .manifest import Changelog, FileRef, Manifest, Owner, checked_record, file_path
 from .names import file_name, root_url
 from .storage import Storage
@@ -158,13 +159,16 @@ def apply_seed(location: Storage, target: StoreRoot, query_id: str,
 
 
 def copy_version(source: StoreRoot, version: int, target: StoreRoot, claim: bool,
-                 on_file: OnFile | None = None, verify: bool = True) -> Manifest:
+                 on_file: OnFile | None = None, verify: bool = True,
+                 plan: LoadPlan | None = None) -> Manifest:
     """Publishes in `target` what rebuilds `version` of `source`: the snapshot `source`
     would load it from (if any) and a manifest whose chain replays the rest. With `verify`
     (restores and seeding), copies are checked against their records before any record is
     published, and a damaged source file is named; a savepoint copies without reading (its
-    records keep every file's checksum, so damage shows when it is verified or restored)."""
-    plan = source.plan_load(version)
+    records keep every file's checksum, so damage shows when it is verified or restored).
+    `plan` is `source.plan_load(version)` where the caller has it already: on an object
+    store each plan costs two listings."""
+    plan = plan or source.plan_load(version)
     chain = plan.own_chain
     files = plan.copied_files
     place = _claimer(source) if claim else _copier(source, target, verify)
@@ -231,8 +235,7 @@ def _claimer(source: StoreRoot) -> Callable[[FileRef], FileRef]:
     return claim
 
 
-def claimed_roots(source: StoreRoot, version: int) -> tuple[str, ...]:
-    """Every root a CLAIM of `version` of `source` references: the source's own and those
-    its own records name (a source that itself claimed another)."""
-    plan = source.plan_load(version)
+def claimed_roots(source: StoreRoot, plan: LoadPlan) -> tuple[str, ...]:
+    """Every root a CLAIM of `plan`'s version of `source` references: the source's own and
+    those its own records name (a source that itself claimed another)."""
     return tuple(sorted({ref.root or source.storage.url for ref in plan.copied_files}))

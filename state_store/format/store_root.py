@@ -136,7 +136,8 @@ class StoreRoot:
         return manifests
 
     def versions(self) -> list[int]:
-        return self.index().versions()
+        """The versions retained: one listing, of the manifests only."""
+        return sorted(self._manifests())
 
     def newest_epoch(self) -> int:
         """The highest run epoch any retained manifest was published under (0: none): one

@@ -111,4 +111,4 @@ def _restore_store(src: Source, key: str, out: Storage, record: RestoreRecord,
         store.storage_of(ref).verify(file_path(ref.name), ref.written,
                                      f"store {key} of {src.url}")
     return Seed(record.query_id, src.url, src.version, CLAIM, source_root=src.stores[key].url,
-                roots=claimed_roots(store, src.version))
+                roots=claimed_roots(store, plan))

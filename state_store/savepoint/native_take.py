@@ -12,6 +12,7 @@ this process.
 from __future__ import annotations
 
 from ..driver.classes import PROVIDER_CLASS
+from ..format.lineage import LoadPlan
 from ..format.manifest import FileRef, file_path, snapshot_path
 from ..format.seeding import copy_version
 from ..format.storage import Storage, checksum, format_checksum
@@ -39,7 +40,7 @@ def take_native(checkpoint: str, target: str, batch: int | None = None, *,
                                      state_files + len(source.spark_files), quiet)
     files = copy_spark_files(source.read_spark_file, source.spark_files, out, progress)
     for key in sorted(stores):
-        files += _copy_store(stores[key], source.version, key, out, progress)
+        files += _copy_store(stores[key], source.version, plans[key], key, out, progress)
     progress.close()
     descriptor = SavepointDescriptor(
         source_query_id=source.query_id, source=source.url, batch=source.batch,
@@ -49,7 +50,7 @@ def take_native(checkpoint: str, target: str, batch: int | None = None, *,
     return publish_descriptor(out, descriptor)
 
 
-def _copy_store(store: StoreRoot, version: int, key: str, out: Storage,
+def _copy_store(store: StoreRoot, version: int, plan: LoadPlan, key: str, out: Storage,
                 progress: Progress) -> list[SavedFile]:
     prefix = f"{STORES_DIR}/{key}"
     target = StoreRoot(out.child(prefix), f"store {key} of savepoint {out.url}")
@@ -60,7 +61,7 @@ def _copy_store(store: StoreRoot, version: int, key: str, out: Storage,
         progress.advance(ref.size)
 
     manifest = copy_version(store, version, target, claim=False, on_file=on_file,
-                            verify=False)
+                            verify=False, plan=plan)
     saved = [SavedFile(f"{prefix}/{file_path(f.name)}", f.size, f.checksum) for f in placed]
     records = [manifest.path]
     if manifest.snapshot_version is not None:
