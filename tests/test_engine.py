@@ -357,7 +357,8 @@ def test_a_copied_version_keeps_its_checkpoint_id(tmp_path: Path, claim: bool) -
     recorded = source.checkpoint.read_manifest(2).commit_id
     target_root = StoreRoot(open_storage(str(tmp_path / "target")), "test-store",
                             trusted_roots=frozenset({str(tmp_path / "source")}))
-    copy = seeding.copy_version(source.checkpoint, 2, target_root, claim=claim)
+    copy = seeding.copy_version(source.checkpoint, source.checkpoint.plan_load(2), target_root,
+                                claim=claim)
     assert copy.commit_id == recorded and (claim or copy.lineage != recorded)
     restored = open_store(tmp_path / "target", tmp_path / "t",
                           trusted=frozenset({(tmp_path / "source").as_uri(),

@@ -138,19 +138,19 @@ def apply_seed(location: Storage, target: StoreRoot, query_id: str,
         source = StoreRoot(open_root(seed.source_root, target.storage),
                             f"{target.store_name} (restoring from {seed.source})",
                             trusted_roots=frozenset(seed.roots))
-        copy_version(source, seed.version, target, claim=True)
+        copy_version(source, source.plan_load(seed.version), target, claim=True)
         return seed
     candidates = [s for s in (staged, location.child(query_dir(query_id))) if s is not None]
     for copy in candidates:
         if copy.url != target.storage.url and seed.version in StoreRoot(copy, "").versions():
             source = StoreRoot(copy, f"{target.store_name} (restored from {seed.source})")
-            copy_version(source, seed.version, target, claim=False)
+            copy_version(source, source.plan_load(seed.version), target, claim=False)
             copy.delete_tree("")  # the restore's copy: the store's root holds its own now
             return seed
     if seed.source_root:  # a seed of an earlier build: the copy is made now, from the source
         source = StoreRoot(open_root(seed.source_root, target.storage),
                             f"{target.store_name} (restoring from {seed.source})")
-        copy_version(source, seed.version, target, claim=False)
+        copy_version(source, source.plan_load(seed.version), target, claim=False)
         return seed
     raise CorruptFileError(
         f"the no-claim restore of {seed.source} left version {seed.version} of this store "
@@ -158,17 +158,15 @@ def apply_seed(location: Storage, target: StoreRoot, query_id: str,
         "restored for another rootUrl): restore again")
 
 
-def copy_version(source: StoreRoot, version: int, target: StoreRoot, claim: bool,
-                 on_file: OnFile | None = None, verify: bool = True,
-                 plan: LoadPlan | None = None) -> Manifest:
-    """Publishes in `target` what rebuilds `version` of `source`: the snapshot `source`
-    would load it from (if any) and a manifest whose chain replays the rest. With `verify`
-    (restores and seeding), copies are checked against their records before any record is
-    published, and a damaged source file is named; a savepoint copies without reading (its
-    records keep every file's checksum, so damage shows when it is verified or restored).
-    `plan` is `source.plan_load(version)` where the caller has it already: on an object
-    store each plan costs two listings."""
-    plan = plan or source.plan_load(version)
+def copy_version(source: StoreRoot, plan: LoadPlan, target: StoreRoot, claim: bool,
+                 on_file: OnFile | None = None, verify: bool = True) -> Manifest:
+    """Publishes in `target` what rebuilds the version `plan` loads from `source` (its
+    `plan_load`, which the caller may have used already: on an object store each plan
+    costs two listings): the snapshot it starts from (if any) and a manifest whose chain
+    replays the rest. With `verify` (restores and seeding), copies are checked against
+    their records before any record is published, and a damaged source file is named; a
+    savepoint copies without reading (its records keep every file's checksum, so damage
+    shows when it is verified or restored)."""
     chain = plan.own_chain
     files = plan.copied_files
     place = _claimer(source) if claim else _copier(source, target, verify)
@@ -177,7 +175,7 @@ def copy_version(source: StoreRoot, version: int, target: StoreRoot, claim: bool
     if snapshot is not None:
         snapshot = replace(snapshot, files=placed[:len(snapshot.files)])
     manifest = Manifest(
-        version, None if snapshot is None else snapshot.version,
+        plan.manifest.version, None if snapshot is None else snapshot.version,
         [Changelog(c.version, ref) for c, ref in zip(chain, placed[-len(chain):], strict=True)],
         plan.manifest.num_keys, plan.manifest.column_families,
         base_lineage="" if snapshot is None else snapshot.lineage,

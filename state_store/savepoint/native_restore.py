@@ -104,7 +104,7 @@ def _restore_store(src: Source, key: str, out: Storage, record: RestoreRecord,
                                              f"{op}/{part}/{name[0] if name else 'default'}"))
         target = StoreRoot(root, f"store {key} of {out.url}")
         if not target.versions():  # a rerun finds the stores it copied already
-            copy_version(store, src.version, target, claim=False)
+            copy_version(store, store.plan_load(src.version), target, claim=False)
         return Seed(record.query_id, src.url, src.version, NO_CLAIM)
     plan = store.plan_load(src.version)
     for ref in plan.copied_files:

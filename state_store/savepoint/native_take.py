@@ -40,7 +40,7 @@ def take_native(checkpoint: str, target: str, batch: int | None = None, *,
                                      state_files + len(source.spark_files), quiet)
     files = copy_spark_files(source.read_spark_file, source.spark_files, out, progress)
     for key in sorted(stores):
-        files += _copy_store(stores[key], source.version, plans[key], key, out, progress)
+        files += _copy_store(stores[key], plans[key], key, out, progress)
     progress.close()
     descriptor = SavepointDescriptor(
         source_query_id=source.query_id, source=source.url, batch=source.batch,
@@ -50,7 +50,7 @@ def take_native(checkpoint: str, target: str, batch: int | None = None, *,
     return publish_descriptor(out, descriptor)
 
 
-def _copy_store(store: StoreRoot, version: int, plan: LoadPlan, key: str, out: Storage,
+def _copy_store(store: StoreRoot, plan: LoadPlan, key: str, out: Storage,
                 progress: Progress) -> list[SavedFile]:
     prefix = f"{STORES_DIR}/{key}"
     target = StoreRoot(out.child(prefix), f"store {key} of savepoint {out.url}")
@@ -60,8 +60,7 @@ def _copy_store(store: StoreRoot, version: int, plan: LoadPlan, key: str, out: S
         placed.append(ref)
         progress.advance(ref.size)
 
-    manifest = copy_version(store, version, target, claim=False, on_file=on_file,
-                            verify=False, plan=plan)
+    manifest = copy_version(store, plan, target, claim=False, on_file=on_file, verify=False)
     saved = [SavedFile(f"{prefix}/{file_path(f.name)}", f.size, f.checksum) for f in placed]
     records = [manifest.path]
     if manifest.snapshot_version is not None:
