@@ -29,7 +29,9 @@ object DeadlineChecks {
    * naming the worker, the request and the store, and the worker is killed. */
   def requestDeadlineOnSilentServer(f: Fixture): Unit = {
     import f._
-    val socket = Files.createTempDirectory(work, "sock").resolve("silent.sock")
+    // In the JVM's temporary directory, not the work dir: a socket's path has ~104 bytes at
+    // most, and the work dir may be deeper than that (as the worker pool's socketDir knows).
+    val socket = Files.createTempDirectory("pyrocks-silent-").resolve("silent.sock")
     val server = ServerSocketChannel.open(StandardProtocolFamily.UNIX)
     server.bind(UnixDomainSocketAddress.of(socket))
     val (_, accepted) = inThread("silent server")(server.accept()) // and never reads
@@ -48,6 +50,8 @@ object DeadlineChecks {
     expect(worker.failureDescriptions.get == 0, "a deadline was reported as a dead worker")
     outcome(accepted).foreach(_.close())
     server.close()
+    Files.delete(socket)
+    Files.delete(socket.getParent)
   }
 
   /** A frozen worker (SIGSTOP) mid-batch: the commit fails after the deadline naming the
