@@ -19,6 +19,7 @@ import pytest
 from pyrocks_support import HttpRelay, condition_ignoring_endpoint
 from state_store.errors import UnsupportedStorageError
 from state_store.format.storage import ConditionProbes, open_storage
+from state_store.format.storage.base import Storage
 from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX, StoreOptions, store_options
 from state_store.runtime.engine import VersionedStore
@@ -176,6 +177,37 @@ def test_duplicate_is_a_server_side_copy(object_store: Any, relay: HttpRelay) ->
     assert moved_bytes(object_store, relay.requests, ".sst") == []
     for name in ("copy", "checked"):
         assert storage.read_verified(f"files/{name}.sst", written, name) == payload
+
+
+def test_a_glob_is_one_listing_and_finds_what_a_walk_finds(object_store: Any,
+                                                          relay: HttpRelay) -> None:
+    """A glob lists the keys below the pattern's literal head at once, where fsspec's glob
+    (the generic `Storage.glob`) asks once per directory on S3; both find the same paths:
+    a query's stores under a rootUrl, every record directory, one level, one file."""
+    storage = open_storage(object_store.url(f"glob-{uuid.uuid4().hex}"), relay.options)
+    stores = [f"c1/{op}/{part}/{name}"
+              for op in "01" for part in "012" for name in ("default", "left")]
+    files = [f"{store}/query-a/manifests/1.json" for store in stores] + \
+        [f"{store}/query-a/snapshots/1.zip" for store in stores[:4]] + \
+        [f"{store}/query-b/manifests/2.json" for store in stores[::3]]
+    storage.fs.pipe({storage.path(rel): b"{}" for rel in files})
+    expected = {
+        "*/*/*/*/query-a": [f"{store}/query-a" for store in stores],
+        "**/manifests": sorted({rel.rpartition("/")[0] for rel in files if "/manifests/" in rel}),
+        "c1/1/*": ["c1/1/0", "c1/1/1", "c1/1/2"],
+        files[-1]: [files[-1]],
+    }
+    for pattern, paths in expected.items():
+        relay.requests.clear()
+        assert storage.glob(pattern) == sorted(paths), pattern
+        flat = sum(1 for method, _, _ in relay.requests if method == "GET")
+        relay.requests.clear()
+        assert Storage.glob(storage, pattern) == sorted(paths), pattern
+        walked = sum(1 for method, _, _ in relay.requests if method == "GET")
+        if pattern.startswith("*/"):  # one listing (two pages at most) for any tree
+            assert flat <= 2, flat
+            if object_store.name == "moto_server":  # s3fs's walk: a request per directory
+                assert walked > len(stores), walked
 
 
 def test_versions_snapshots_and_gc(object_store: Any, tmp_path: Path) -> None:

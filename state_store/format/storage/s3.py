@@ -8,8 +8,12 @@ Duplicate is a server-side copy: no byte of the file passes through this process
 from __future__ import annotations
 
 import base64
+import itertools
+import re
+from glob import has_magic
 
 from fsspec.asyn import sync
+from fsspec.utils import glob_translate
 
 from ...errors import CorruptFileError
 from .base import Storage, Written, format_checksum
@@ -27,6 +31,21 @@ class S3Storage(ProbedEndpointStorage):
     def endpoint_url(self) -> str:
         client = self.options.get("client_kwargs") or {}
         return str(self.options.get("endpoint_url") or client.get("endpoint_url") or "AWS S3")
+
+    def glob(self, rel_pattern: str) -> list[str]:
+        """One flat listing below the pattern's literal head, matched here as fsspec's glob
+        matches (its files and the directories their keys imply): S3 lists every key under
+        a prefix in pages of a thousand, where s3fs's glob walks the tree a request per
+        directory. Finding a query's 200 stores under a rootUrl on moto: 3.8 s walked,
+        0.6 s flat (adlfs and gcsfs list flat already)."""
+        parts = rel_pattern.split("/")
+        head = "/".join(itertools.takewhile(lambda part: not has_magic(part), parts))
+        matches = re.compile(glob_translate(self.path(rel_pattern)))
+        found: set[str] = set()
+        for rel in self.find(head):  # the files, and each directory above them
+            names = rel.split("/")
+            found.update("/".join(names[:depth]) for depth in range(1, len(names) + 1))
+        return sorted(rel for rel in found if matches.match(self.path(rel)))
 
     def duplicate_verified(self, src_rel: str, dst_rel: str, source: Storage,
                            expected: Written, what: str) -> None:
