@@ -19,6 +19,7 @@ from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
     OBJECT_STORES,
+    TEST_JVM_OPTIONS,
     S3Endpoint,
     pyrocks_conf,
     pyrocks_session,
@@ -31,15 +32,6 @@ _TESTS = str(Path(__file__).resolve().parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (_TESTS, os.environ.get("PYTHONPATH")) if p
 )
-# Every Spark JVM the tests start (sessions here, drivers in subprocesses, local-cluster
-# executors) runs short on small data with both cores busy: the C2 compiler's and the
-# parallel GC's threads cost more CPU than they save there (measured: a sixth of the CPU of
-# tests/test_correctness.py). What the tests prove does not depend on either.
-# C1 alone shrinks the code cache's default from 240 MiB to 48, which a long-lived test JVM
-# fills (Spark's generated classes, kept by the codegen cache below): a query then fails with
-# "Out of space in CodeCache for adapters" (Spark 4.0's state data source test, in the
-# release matrix). So the cache keeps the size the JVM's own default gives it.
-_TEST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 # Spark writes its checkpoint logs (offsets, commits, sources) and its own providers' state
 # files through a CheckpointFileManager. On local files the default one (FileContext) forks
 # `readlink` for both sides of every rename and `chmod` for every directory, as Hadoop's
@@ -81,8 +73,8 @@ if "PYSPARK_SUBMIT_ARGS" not in os.environ:  # pytest-xdist's processes inherit 
     # differs, start without one.
     _LOCAL_FILES = local_file_system.submit_args()
     os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(
-        [f'--conf "spark.driver.extraJavaOptions={driver_options(_TEST_JVM, _LOCAL_FILES)}"',
-         f'--conf "spark.executor.extraJavaOptions={_TEST_JVM}"',
+        [f'--conf "spark.driver.extraJavaOptions={driver_options(TEST_JVM_OPTIONS, _LOCAL_FILES)}"',
+         f'--conf "spark.executor.extraJavaOptions={TEST_JVM_OPTIONS}"',
          f"--conf spark.sql.streaming.checkpointFileManagerClass={_CHECKPOINT_MANAGER}",
          *_LOCAL_FILES]
         + [f"--conf {key}={value}" for key, value in _TEST_SQL.items()]

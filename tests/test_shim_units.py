@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import state_store
+from pyrocks_support import TEST_JVM_OPTIONS
 from state_store import options
 from state_store.driver import bridge
 
@@ -88,8 +89,9 @@ class ShimChecks:
 
     def _run(self, group: tuple[str, ...]) -> None:
         done = subprocess.run(
-            [bridge.java_executable(), "-cp", self.classpath, CHECKS_CLASS,
-             str(self.work / f"g{len(self.stderr)}"), sys.executable, str(REPO), *group],
+            [bridge.java_executable(), *TEST_JVM_OPTIONS.split(), "-cp", self.classpath,
+             CHECKS_CLASS, str(self.work / f"g{len(self.stderr)}"), sys.executable, str(REPO),
+             *group],
             capture_output=True, text=True, timeout=1800,  # a hang guard only
         )
         self.stderr[group] = f"(exit {done.returncode})\n{done.stderr}"
