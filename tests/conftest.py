@@ -15,11 +15,11 @@ import local_file_system
 from benchmarks.emulators import Azurite, FakeGcs, LoopbackServer
 from class_archive import driver_options
 from harness import HDFS, PROVIDER_KEY, Outputs, SavedRun, saved_run, saved_run_once
+from jvm_options import TEST_JVM_OPTIONS
 from pyrocks_support import (
     MAINTENANCE_INTERVAL,
     MAINTENANCE_INTERVAL_KEY,
     OBJECT_STORES,
-    TEST_JVM_OPTIONS,
     S3Endpoint,
     pyrocks_conf,
     pyrocks_session,

@@ -17,17 +17,6 @@ from harness import MAINTENANCE_INTERVAL, MAINTENANCE_INTERVAL_KEY, start_sessio
 from state_store.spark import spark_conf
 
 WORKER_MODULE = "state_store.runtime.worker"
-# Every JVM the tests start (Spark sessions here, drivers in subprocesses, local-cluster
-# executors, the shim's checks) runs short on small data with both cores busy: the C2
-# compiler's and the parallel GC's threads cost more CPU than they save there (measured: a
-# sixth of the CPU of tests/test_correctness.py; the shim's checks, 90-98 s of JVM CPU and
-# 67-72 s on two processes, 54-56 s and 52 s with these). What the tests prove depends on
-# neither.
-# C1 alone shrinks the code cache's default from 240 MiB to 48, which a long-lived test JVM
-# fills (Spark's generated classes, kept by the codegen cache): a query then fails with
-# "Out of space in CodeCache for adapters" (Spark 4.0's state data source test, in the
-# release matrix). So the cache keeps the size the JVM's own default gives it.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 # Each object store on loopback, by name -> the session fixture (conftest.py) serving it
 OBJECT_STORES = {"s3": "s3", "azure": "azurite", "gcs": "fake_gcs"}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import state_store
-from pyrocks_support import TEST_JVM_OPTIONS
+from jvm_options import TEST_JVM_OPTIONS
 from state_store import options
 from state_store.driver import bridge
 
