@@ -49,7 +49,7 @@ COMMAND_TIMEOUT_S = 900  # one command; a demo run takes well under a minute
 TRACEBACK = "Traceback (most recent call last)"
 # fresh-check (../shared/tools/fresh-check) runs the README's FIRST ```bash block: set-up.
 SETUP_COMMANDS = ['pip install -e . && state-store demo',
-                  'pip install -e ".[dev]" && python -m pytest -n 2 --dist loadgroup']
+                  'pip install -e ".[dev]" && python -m pytest -n 3 --dist loadgroup']
 
 MARKER = re.compile(r"^\s*<!--\s*docs-test:(.*?)-->\s*$")
 FENCE = re.compile(r"^(\s*)(`{3,})\s*([^\s`]*)[^`]*$")

@@ -4,6 +4,7 @@ of its own run by a real pytest: which tests share a unit, and in what order uni
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import json, sys
 from pathlib import Path
 import pytest
 sys.path.insert(0, {str(TESTS)!r})
-from work_units import deal, keep_dealt_order
+from work_units import deal, keep_dealt_order, processes
 
 def pytest_configure(config):
     keep_dealt_order(config)
@@ -23,7 +24,7 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     deal(items, json.loads((Path(__file__).parent / "record.json").read_text()),
-         shared_runs=frozenset({{"hdfs_run"}}))
+         shared_runs=frozenset({{"hdfs_run"}}), processes=processes())
 
 @pytest.fixture(scope="session")
 def hdfs_run():
@@ -50,10 +51,12 @@ def test_short(): pass
 '''
 
 
-def run_pytest(suite: Path, *args: str) -> list[str]:
+def run_pytest(suite: Path, *args: str, dealt_to: int = 2) -> list[str]:
+    """pytest's output; a run without pytest-xdist (`--collect-only`) deals as `dealt_to`
+    processes would (xdist's own processes know their number)."""
+    env = {**os.environ, "PYTEST_XDIST_WORKER_COUNT": str(dealt_to)}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                          cwd=suite, capture_output=True,
-                          text=True, timeout=300)
+                          cwd=suite, capture_output=True, env=env, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout.splitlines()
 
@@ -76,7 +79,7 @@ def test_tests_sharing_a_module_fixture_go_together_and_others_alone(tmp_path: P
                      "test_long", "test_needs_the_shared_run", "test_short"}, ran
 
 
-def test_units_go_longest_first_the_second_apart_from_the_shared_run(tmp_path: Path) -> None:
+def test_units_go_longest_first_those_starting_apart_from_the_shared_run(tmp_path: Path) -> None:
     record = {"test_others.py::test_long": 90.0, "test_others.py::test_short": 1.0,
               "test_others.py::test_needs_the_shared_run": 80.0,
               "test_shared.py::test_uses_it": 50.0, "test_shared.py::test_alone": 2.0,
@@ -95,8 +98,17 @@ def test_units_go_longest_first_the_second_apart_from_the_shared_run(tmp_path: P
              if "::" in line]
     assert order == ["test_long", "test_uses_it", "test_asks_by_name",
                      "test_needs_the_shared_run", "test_alone", "test_short"]
-    # ... and xdist deals them in that order (one process: the order they run in), not by
-    # its own default (most tests first)
+    # On three processes the third to start needs none either: alone, before the shared run
+    order = [line.split("::")[1] for line in run_pytest(suite, "-q", "--collect-only",
+                                                        dealt_to=3) if "::" in line]
+    assert order == ["test_long", "test_uses_it", "test_asks_by_name", "test_alone",
+                     "test_needs_the_shared_run", "test_short"]
+    # ... and xdist deals them in the order dealt (on one process: the order they run in),
+    # not by its own default (most tests first)
+    order = [line.split("::")[1] for line in run_pytest(suite, "-q", "--collect-only",
+                                                        dealt_to=1) if "::" in line]
+    assert order == ["test_long", "test_needs_the_shared_run", "test_uses_it",
+                     "test_asks_by_name", "test_alone", "test_short"]
     ran = [line.split("::")[1].split()[0].split("@")[0]
            for line in run_pytest(suite, "-n", "1", "--dist", "loadgroup", "-v")
            if "PASSED" in line]

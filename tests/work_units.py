@@ -7,9 +7,9 @@ test that asks for one by name (`request.getfixturevalue`) must name it in
 other test is a unit of its own, and a module may split itself further by marking tests
 `xdist_group` (the shim's JVM checks: one unit per JVM). Units are dealt longest first
 (their tests' recorded durations, `durations.json`), so no long one is left for the end
-while the other process idles: on two processes the suite's time is then close to half its
-work. The record is refreshed from a run's JUnit report:
-    python -m pytest -n 2 --dist loadgroup --junitxml=/tmp/run.xml
+while the other processes idle: on n processes the suite's time is then close to an n-th of
+its work. The record is refreshed from a run's JUnit report:
+    python -m pytest -n 3 --dist loadgroup --junitxml=/tmp/run.xml
     python tests/work_units.py /tmp/run.xml
 A test missing from it counts as `UNKNOWN_SECONDS`; a stale record only deals less well.
 """
@@ -17,6 +17,7 @@ A test missing from it counts as `UNKNOWN_SECONDS`; a stale record only deals le
 from __future__ import annotations
 
 import json
+import os
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -53,13 +54,18 @@ def recorded_durations() -> dict[str, float]:
     return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
 
 
+def processes() -> int:
+    """How many processes the tests are dealt to: pytest-xdist tells its own."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
 def deal(items: list[pytest.Item], recorded: dict[str, float],
-         shared_runs: frozenset[str] = frozenset()) -> None:
+         shared_runs: frozenset[str] = frozenset(), processes: int = 1) -> None:
     """Marks each test with its unit and orders the units longest first, in place (the
     tests of a unit keep their order). `shared_runs` are fixtures one process computes for
-    all (harness.saved_run_once): the two units the processes start with do not both need
-    one, or one process idles on the other's lock meanwhile. Every process collects the
-    same order: xdist requires it, and the record is read alike by each."""
+    all (harness.saved_run_once): of the units the `processes` start with, one at most needs
+    one, or the others idle on its lock meanwhile. Every process collects the same order:
+    xdist requires it, and the record is read alike by each."""
     units = {id(item): unit_of(item) for item in items}
     cost: dict[str, float] = {}
     needs_shared: set[str] = set()
@@ -71,13 +77,22 @@ def deal(items: list[pytest.Item], recorded: dict[str, float],
         if unit != item.nodeid and not any(item.iter_markers("xdist_group")):
             item.add_marker(pytest.mark.xdist_group(unit))
     order = sorted(cost, key=lambda unit: -cost[unit])  # stable: ties keep collection order
-    if len(order) > 2 and {order[0], order[1]} <= needs_shared:
-        apart = next((u for u in order[2:] if u not in needs_shared), None)
-        if apart is not None:
-            order.remove(apart)
-            order.insert(1, apart)
+    order = _one_shared_run_at_the_start(order, needs_shared, processes)
     position = {unit: index for index, unit in enumerate(order)}
     items.sort(key=lambda item: position[units[id(item)]])
+
+
+def _one_shared_run_at_the_start(order: list[str], needs_shared: set[str],
+                                 processes: int) -> list[str]:
+    """`order` with the first `processes` units taken longest first among those that need no
+    shared run once one of them does."""
+    start, rest = [], list(order)
+    while rest and len(start) < processes:
+        sharing = not needs_shared.isdisjoint(start)
+        unit = next((u for u in rest if not (sharing and u in needs_shared)), rest[0])
+        rest.remove(unit)
+        start.append(unit)
+    return start + rest
 
 
 def record(junit_report: Path) -> dict[str, float]:
