@@ -25,7 +25,7 @@ from pyrocks_support import (
     pyrocks_session,
 )
 from streaming_queries import QUERIES
-from work_units import deal, keep_dealt_order, processes, recorded_durations
+from work_units import deal, keep_dealt_order, recorded_durations, xdist_processes
 
 # Spark's Python workers (UDFs, applyInPandasWithState) import test helpers by name too.
 _TESTS = str(Path(__file__).resolve().parent)
@@ -88,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the units off the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     deal(items, recorded_durations(), shared_runs=frozenset({"hdfs_run", "ours_run"}),
-         processes=processes())
+         processes=xdist_processes())
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,7 +16,7 @@ import json, sys
 from pathlib import Path
 import pytest
 sys.path.insert(0, {str(TESTS)!r})
-from work_units import deal, keep_dealt_order, processes
+from work_units import deal, keep_dealt_order, xdist_processes
 
 def pytest_configure(config):
     keep_dealt_order(config)
@@ -24,7 +24,7 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     deal(items, json.loads((Path(__file__).parent / "record.json").read_text()),
-         shared_runs=frozenset({{"hdfs_run"}}), processes=processes())
+         shared_runs=frozenset({{"hdfs_run"}}), processes=xdist_processes())
 
 @pytest.fixture(scope="session")
 def hdfs_run():

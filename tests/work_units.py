@@ -54,7 +54,7 @@ def recorded_durations() -> dict[str, float]:
     return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
 
 
-def processes() -> int:
+def xdist_processes() -> int:
     """How many processes the tests are dealt to: pytest-xdist tells its own."""
     return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 
