@@ -4,11 +4,12 @@ recording the run in the result store adds.
     python -m benchmarks.query_end            # 1M keys, 3 repeats
     python -m benchmarks.query_end --quick    # 100k keys, 1 repeat
     python -m benchmarks.query_end --master "local-cluster[2,1,2048]"  # two executor JVMs
+    python -m benchmarks.query_end --partitions 200   # Spark's default: 200 stores to end
 
 Per provider (ours, Spark's RocksDB provider, Spark's HDFS provider; they take turns at
 running first) and repeat, in a process and SparkSession of its own (`benchmarks/child.py`:
 a JVM another provider used first skews the next one's figures; local[2] unless --master
-says otherwise, 8 shuffle partitions), on a fresh checkpoint:
+says otherwise, 8 shuffle partitions unless --partitions does), on a fresh checkpoint:
   run       a `groupBy(key)` count/sum over Parquet input, one file per batch: 4 batches
             insert every key, 2 update 20k random keys each; processing-time trigger,
             `processAllAvailable()`.
@@ -68,6 +69,7 @@ NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs")
 UPDATES_PER_BATCH = 20_000
 IDLE_SECONDS = 2.0
 CHILD_DEADLINE_S = 1800.0
+PARTITIONS = 8
 
 
 @dataclass
@@ -194,11 +196,11 @@ def tables_for(keys: int) -> list[Any]:
     return insert_then_update(keys, 4, 3, UPDATES_PER_BATCH, seed=7)
 
 
-def child_session(master: str, work: Path) -> Any:
+def child_session(master: str, work: Path, partitions: int = PARTITIONS) -> Any:
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master(master).appName("pyrocks-query-end")
-               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.sql.shuffle.partitions", str(partitions))
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.host", "127.0.0.1")
@@ -215,7 +217,7 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     work = Path(spec["work"])
     work.mkdir(parents=True)
     tables = tables_for(spec["keys"])
-    spark = child_session(spec["master"], work)
+    spark = child_session(spec["master"], work, spec.get("partitions", PARTITIONS))
     try:
         if spec["provider"] is None:
             return measure_recording(spark, tables, work, spec["repeats"], str(work / "results"))
@@ -245,12 +247,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--master", default="local[2]",
                         help="e.g. local-cluster[2,1,2048]: a restart must find its executors")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS,
+                        help="shuffle partitions, so stores a stop ends (Spark's default: 200)")
     args = parser.parse_args(argv)
     keys = args.keys or (100_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
     work = Path(tempfile.mkdtemp(prefix="pyrocks-query-end-"))
     try:
-        spec = {"keys": keys, "repeats": repeats, "master": args.master}
+        spec = {"keys": keys, "repeats": repeats, "master": args.master,
+                "partitions": args.partitions}
         providers = [p for p in PROVIDERS if p.name in NAMES and not p.changelog]
         measures = {p.name: Measure(p.name) for p in providers}
         for repeat in range(repeats):
@@ -262,21 +267,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     payload = {"benchmark": "query_end", "keys": keys, "repeats": repeats, "master": args.master,
-               "machine": platform.platform(),
+               "partitions": args.partitions, "machine": platform.platform(),
                "measures": {name: {**asdict(m), "median": m.medians()}
                             for name, m in measures.items()},
                "recording": recording}
     report.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    name = "query_end.json" if args.master == "local[2]" else "query_end_cluster.json"
-    (report.RESULTS_DIR / name).write_text(json.dumps(payload, indent=1))
+    (report.RESULTS_DIR / result_name(args.master, args.partitions)).write_text(
+        json.dumps(payload, indent=1))
     print(render(payload))
     print(report.render(targets(payload)))
     return 0
 
 
+def result_name(master: str, partitions: int) -> str:
+    """query_end.json for the issue's run (local[2], 8 partitions); other runs beside it."""
+    name = "query_end" if master == "local[2]" else "query_end_cluster"
+    return f"{name}.json" if partitions == PARTITIONS else f"{name}_{partitions}p.json"
+
+
 def render(payload: dict[str, Any]) -> str:
     lines = [f"query end, {payload['keys']:,} keys, {payload['repeats']} repeat(s) (medians), "
-             f"{payload.get('master', 'local[2]')}",
+             f"{payload.get('master', 'local[2]')}, "
+             f"{payload.get('partitions', PARTITIONS)} shuffle partitions",
              f"{'provider':<16}{'stop ms':>10}{'restart ms':>12}{'its batch ms':>14}"
              f"{'replayed':>10}{'stop after batch ms':>21}"]
     for name, m in payload["measures"].items():
