@@ -141,9 +141,8 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: 
     // compactions, uploads), and glibc gives threads arenas of their own, each keeping the
     // memory freed in it: a worker's RSS reached three times its share of memoryBoundMB at
     // 20M keys. One arena keeps it near the bound (5M keys streamed from the workers: 768
-    // MiB for both with two arenas, 641 with one, at the same batch speed). It costs the stop
-    // right after a batch, whose final snapshots flush in parallel: 106 ms against 44 with two
-    // (docs/benchmarks.md, the end of a run). A user's value is kept.
+    // MiB for both with two arenas, 641 with one, at the same batch speed), and the stop right
+    // after a batch is no slower with it (docs/tuning.md, knobs). A user's value is kept.
     env.putIfAbsent("MALLOC_ARENA_MAX", "1")
     builder.redirectError(stderrLog.toFile)
     val proc = try builder.start() catch {
