@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]",
                         help="e.g. local-cluster[2,1,2048]: a restart must find its executors")
     parser.add_argument("--partitions", type=int, default=PARTITIONS,
-                        help="shuffle partitions, so stores a stop ends (Spark's default: 200)")
+                        help="shuffle partitions: the stores each stop ends (Spark's default: 200)")
     args = parser.parse_args(argv)
     keys = args.keys or (100_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
