@@ -196,7 +196,7 @@ def tables_for(keys: int) -> list[Any]:
     return insert_then_update(keys, 4, 3, UPDATES_PER_BATCH, seed=7)
 
 
-def child_session(master: str, work: Path, partitions: int = PARTITIONS) -> Any:
+def child_session(master: str, work: Path, partitions: int) -> Any:
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master(master).appName("pyrocks-query-end")
@@ -217,7 +217,7 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     work = Path(spec["work"])
     work.mkdir(parents=True)
     tables = tables_for(spec["keys"])
-    spark = child_session(spec["master"], work, spec.get("partitions", PARTITIONS))
+    spark = child_session(spec["master"], work, spec["partitions"])
     try:
         if spec["provider"] is None:
             return measure_recording(spark, tables, work, spec["repeats"], str(work / "results"))
