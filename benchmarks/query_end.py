@@ -15,7 +15,8 @@ says otherwise, 8 shuffle partitions unless --partitions does), on a fresh check
             `processAllAvailable()`.
   stop      `query.stop()` on the idle query, IDLE_SECONDS after its last batch (a query
             waiting for data). Ours finishes every store before it returns (final
-            snapshot of the last committed version, working copies removed), and a store
+            snapshot of the last committed version; the workers remove the working
+            copies behind the answer: runtime/teardown.py), and a store
             idle for snapshotWhenIdleSeconds (1 s) took that snapshot already; Spark's
             providers leave theirs to their next maintenance round.
   restart   one more file (20k updates), then the query again on the same checkpoint with

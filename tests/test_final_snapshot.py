@@ -56,16 +56,17 @@ def _sums(spark: SparkSession, source: Path, checkpoint: Path) -> DataStreamWrit
 
 
 def _assert_finished(spark: SparkSession, checkpoint: Path, scratch: Path) -> None:
-    """Every store's last version has a snapshot and loads with no replay, and no working
-    copy is left in the workers' directories under `pool`: checked at once, with no waiting
-    (the stores take no snapshot of their own: snapshotInterval is 1000, and none when
-    idle)."""
-    assert not working_copies(Path(spark.conf.get(PREFIX + "localDir")))
+    """Every store's last version has a snapshot and loads with no replay: checked at once,
+    with no waiting (the stores take no snapshot of their own: snapshotInterval is 1000,
+    and none when idle). Then the workers release the working copies behind the answer
+    (runtime/teardown.py): none is left in their directories under `pool` once they have."""
     roots = store_roots(checkpoint)
     assert roots
     for i, root in enumerate(roots):
         assert _snapshotted(root), f"{root}: the last version has no snapshot"
         assert replay_at_latest(root, scratch / f"reader-{i}") == 0
+    pool = Path(spark.conf.get(PREFIX + "localDir"))
+    assert wait_until(lambda: not working_copies(pool)), working_copies(pool)
 
 
 @pytest.fixture(scope="module")

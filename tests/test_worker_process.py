@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pyrocks_support import S3Endpoint, condition_ignoring_endpoint, readline_within
+from pyrocks_support import S3Endpoint, condition_ignoring_endpoint, readline_within, wait_until
 from state_store.format import records
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
@@ -123,7 +123,7 @@ def test_a_closing_finish_publishes_the_final_snapshot_and_closes_the_store(
         worker, tmp_path: Path) -> None:
     """FINISH with CLOSING (what the shim sends when Spark unloads a provider or its query
     run ends): the last committed version's snapshot is published, and the store is closed
-    in the same request, its working copy removed."""
+    in the same request; the worker removes its working copy behind the answer."""
     proc, sock = worker
     options = {f"{PREFIX}snapshotWhenIdleSeconds": "0", f"{PREFIX}snapshotInterval": "100"}
     spec = {"store_root": str(tmp_path / "root"), "store_path": "", "store_name": "s",
@@ -144,7 +144,7 @@ def test_a_closing_finish_publishes_the_final_snapshot_and_closes_the_store(
     assert 2 in root.snapshot_versions()
     status, answer = request(conn, Request.LOAD, I64.pack(2))
     assert status == Status.ERROR and b"no store opened on this connection" in answer, answer
-    assert not list((tmp_path / "data").rglob("CURRENT"))  # no working copy left
+    assert wait_until(lambda: not list((tmp_path / "data").rglob("CURRENT")))  # released
     fresh = VersionedStore("s", root, tmp_path / "fresh", StoreOptions(), ThreadPoolExecutor(1))
     fresh.load(2)
     assert fresh.metrics.replayed_versions == 0

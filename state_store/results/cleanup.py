@@ -1,7 +1,8 @@
 """What cleaning up after an ended query run means, and how it is retried.
 
 When a run ends, the driver JVM has already finished and closed its stores (final
-snapshots, uploads drained, working copies removed: `PyRocksCoordinator`). What is left is
+snapshots, uploads drained: `PyRocksCoordinator`; the workers remove the working copies
+right behind, runtime/teardown.py). What is left is
 durable and done here, in steps that are each idempotent, so a cleanup interrupted at any
 point (a crash, a storage fault) is completed by running it again:
   1. `collect_garbage`: every store of the run's query is trimmed to its retention.

@@ -7,5 +7,6 @@ process starts.
   engine.py        a versioned store: a state machine over its working copy
   working_copy.py  the local RocksDB write records are applied to
   snapshots.py     local checkpoints of a working copy and their uploads
+  teardown.py      closing and removing working copies behind the requests that closed them
   memory.py        the RocksDB memory a worker's stores share, and its bound
 """

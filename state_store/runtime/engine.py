@@ -25,7 +25,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from enum import Enum
@@ -41,6 +41,7 @@ from ..options import StoreOptions
 from .changelog_spool import ChangelogSpool
 from .memory import RocksMemory
 from .snapshots import Snapshotter, Taken
+from .teardown import release_now
 from .working_copy import UNTRACKED, WorkingCopy
 
 _CHANGE_OPS = frozenset({Op.PUT, Op.DELETE, Op.MERGE})  # what a change feed reports
@@ -90,7 +91,8 @@ class Metrics:
 class VersionedStore:
     def __init__(self, name: str, root: StoreRoot, local_dir: Path,
                  opts: StoreOptions, uploads: Executor, memory: RocksMemory | None = None,
-                 writer: str = "", epoch: int = 0) -> None:
+                 writer: str = "", epoch: int = 0,
+                 release: Callable[[WorkingCopy, Path], None] = release_now) -> None:
         self.name = name
         self.epoch = epoch  # the run epoch this store's commits publish under (manifest.py)
         self.checkpoint = root
@@ -112,6 +114,7 @@ class VersionedStore:
         self.state = State.NONE
         self.loaded_version: int | None = None  # None unless CLEAN or UPDATING
         self.pending = ChangelogSpool(local_dir, opts.changelog_compression)
+        self.release = release  # of the working copy at close: in line, or teardown.py's
 
     @property
     def num_keys(self) -> int:
@@ -484,11 +487,12 @@ class VersionedStore:
         return self.copy.memory_bytes()
 
     def close(self) -> None:
-        """Releases the working copy. Never writes: call `finish` first for a final snapshot."""
+        """Hands the working copy and its directory to `release` (a worker's releases them
+        behind the caller: teardown.py). Never writes: call `finish` first for a final
+        snapshot; its upload, and any in flight, are done when this returns."""
         if self.state is State.CLOSED:
             return
         self.snapshots.drain()
-        self.copy.close()
-        shutil.rmtree(self.local_dir, ignore_errors=True)
         self._lose_version()
         self.state = State.CLOSED
+        self.release(self.copy, self.local_dir)

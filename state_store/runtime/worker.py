@@ -50,6 +50,7 @@ from .protocol import (
     ScanMode,
     Status,
 )
+from .teardown import Teardown, release_now
 
 _SEND_LIMIT = 1 << 20
 # How long a thread waiting for the GIL waits before asking for it (CPython's default: 5
@@ -63,7 +64,7 @@ class Session:
 
     def __init__(self, conn: socket.socket, data_dir: Path, uploads: Executor,
                  memory: RocksMemory | None, probes: ConditionProbes,
-                 idle: IdleSnapshots | None = None) -> None:
+                 idle: IdleSnapshots | None = None, teardown: Teardown | None = None) -> None:
         self.conn = conn
         self.data_dir = data_dir
         self.uploads = uploads
@@ -72,6 +73,7 @@ class Session:
         self.lock = threading.Lock()  # one request at a time, and none during final snapshots
         self.last_request = time.monotonic()  # the idle-snapshot scheduler's sign of activity
         self.idle = idle
+        self.teardown = teardown  # the worker's, releasing closed working copies behind us
         self.store: VersionedStore | None = None
         self.gc_pacing: GcPacing | None = None  # the open store's, from its first maintenance
         self.iterators: dict[int, ScanChunks] = {}
@@ -223,8 +225,10 @@ class Session:
         self.close_store()
         checkpoint = self.open_checkpoint(spec, opts)
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
-        self.store = VersionedStore(spec["store_name"], checkpoint, local, opts, self.uploads,
-                                    self.memory, writer, int(spec.get("run_epoch", 0)))
+        self.store = VersionedStore(
+            spec["store_name"], checkpoint, local, opts, self.uploads, self.memory, writer,
+            int(spec.get("run_epoch", 0)),
+            release=self.teardown.release if self.teardown is not None else release_now)
         ignored = options_mod.ignored_spark_settings(spec["options"])
         return _json({"pid": os.getpid(), "root": checkpoint.storage.url,
                       # Spark's RocksDB settings with no meaning here: the shim warns once
@@ -395,7 +399,10 @@ def main(argv: list[str] | None = None) -> None:
     args.data_dir.mkdir(parents=True, exist_ok=True)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
+    teardown = Teardown()
+
     def cleanup() -> None:
+        teardown.release_all()  # the copies of the stores just ended, and any still waiting
         shutil.rmtree(args.data_dir, ignore_errors=True)
         args.socket.unlink(missing_ok=True)
         if args.log:
@@ -419,7 +426,7 @@ def main(argv: list[str] | None = None) -> None:
     while True:
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
-        session = Session(conn, args.data_dir, uploads, memory, probes, idle)
+        session = Session(conn, args.data_dir, uploads, memory, probes, idle, teardown)
         sessions.add(session)
         threading.Thread(target=session.serve, args=(sessions.discard,), daemon=True).start()
 

@@ -40,9 +40,10 @@ private[statestore] object LiveProviders {
 
   /**
    * Ends the providers of this JVM that query run `runId` created and no task updates: each
-   * is finished (a final snapshot), then closed, which removes its working copy. Safe because a run that
-   * ended never uses its providers again (a new run of the query gets new ones); Spark's
-   * own unload closes them a second time, a no-op. Never throws for one store.
+   * is finished (a final snapshot), then closed; its worker removes the working copy
+   * behind the answer (teardown.py). Safe because a run that ended never uses its
+   * providers again (a new run of the query gets new ones); Spark's own unload closes them
+   * a second time, a no-op. Never throws for one store.
    */
   def endRunHere(runId: String): Outcome =
     // A provider a cancelled task still updates is left to Spark's unload: closing it under

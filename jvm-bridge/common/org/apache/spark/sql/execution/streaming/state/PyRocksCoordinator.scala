@@ -19,8 +19,10 @@ import org.apache.spark.sql.internal.SQLConf
  * Spark's query thread asks this endpoint, synchronously, to deactivate the run's stores;
  * `stop()` and `awaitTermination()` return only after that answer. So, for a run that loaded
  * stores, the answer is held until `whenRunEnds` has ended them (uploads drained, a final
- * snapshot of the last committed version, working copies removed): right after `stop()`
- * returns, the state loads with no replay, instead of after Spark's next maintenance round.
+ * snapshot of the last committed version): right after `stop()` returns, the state loads
+ * with no replay, instead of after Spark's next maintenance round. The workers close and
+ * remove the working copies behind that answer (state_store/runtime/teardown.py): local
+ * files, which at Spark's 200 partitions were most of the stop when it waited for them.
  *
  * And one answer Spark leaves empty: where a store of a new run should go. Spark keys its
  * locations by provider id, which holds the run id, so the first batch of a restarted query
