@@ -1,7 +1,7 @@
 package io.pyrocks.statestore
 
 import java.net.URI
-import java.util.concurrent.{ConcurrentHashMap, Executors}
+import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue, Executors}
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -62,27 +62,43 @@ private[statestore] object LiveProviders {
       action: PyRocksStateStoreProvider => Boolean): Outcome = {
     val selected = live.asScala.toSeq.filter(which)
     if (selected.isEmpty) return Outcome(Seq.empty, Seq.empty)
-    val threads = Executors.newFixedThreadPool(math.min(selected.size, MaxParallel),
-      (task: Runnable) => {
-        val thread = new Thread(task, "pyrocks-finish")
-        thread.setDaemon(true)
-        thread
-      })
+    val queues = perWorker(selected)
+    val drainers = queues.flatMap(queue => Seq.fill(math.min(queue.size, ParallelPerWorker))(queue))
+    val threads = Executors.newFixedThreadPool(drainers.size, (task: Runnable) => {
+      val thread = new Thread(task, "pyrocks-finish")
+      thread.setDaemon(true)
+      thread
+    })
     try {
-      val results = selected.map { provider =>
-        threads.submit(() => try {
-          Right(if (action(provider)) Some(provider.instanceId) else None)
-        } catch {
-          case NonFatal(e) => Left(s"${provider.describe} " +
-            s"(${PyRocksStateStoreProvider.writerName}): ${Option(e.getMessage).getOrElse(e)}")
-        })
-      }.map(_.get())
+      val results = drainers.map(queue => threads.submit(() => drain(queue, action)))
+        .flatMap(_.get())
       Outcome(results.flatMap(_.toOption.flatten), results.flatMap(_.left.toOption))
     } finally threads.shutdown()
   }
 
-  /** Stores finished at once by one JVM: more would only queue on the workers. */
-  private val MaxParallel = 16
+  /** The providers in one queue per worker (those with no connection in one of their own).
+   * Each queue is drained by `ParallelPerWorker` threads of its own: a worker serves one
+   * request at a time (Python's GIL), so threads shared by all workers piled up on
+   * whichever was slower, leaving the others idle (at 200 stores, the ends of one worker at
+   * a time, then of the other's). */
+  private[statestore] def perWorker(
+      providers: Seq[PyRocksStateStoreProvider]): Seq[ConcurrentLinkedQueue[PyRocksStateStoreProvider]] =
+    providers.groupBy(_.currentConnection.map(_.workerPid)).values
+      .map(group => new ConcurrentLinkedQueue(group.asJava)).toSeq
+
+  private def drain(queue: ConcurrentLinkedQueue[PyRocksStateStoreProvider],
+      action: PyRocksStateStoreProvider => Boolean): Seq[Either[String, Option[String]]] =
+    Iterator.continually(queue.poll()).takeWhile(_ != null).map { provider =>
+      try Right(if (action(provider)) Some(provider.instanceId) else None)
+      catch {
+        case NonFatal(e) => Left(s"${provider.describe} " +
+          s"(${PyRocksStateStoreProvider.writerName}): ${Option(e.getMessage).getOrElse(e)}")
+      }
+    }.toList
+
+  /** Stores finished at once per worker: more would only queue on it (a final snapshot's
+   * flush releases the GIL, so a few overlap). */
+  private val ParallelPerWorker = 8
 
   /** `endRunHere` in the driver and on every executor; how many providers ended, or one
    * exception naming every store whose finish failed. */

@@ -2,6 +2,8 @@ package io.pyrocks.statestore
 
 import java.nio.file.{Path, Paths}
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.hadoop.conf.Configuration
 
 import org.apache.spark.sql.execution.streaming.state._
@@ -121,6 +123,9 @@ object FinishChecks {
     val frozen = workerPid(p0)
     expect(workerPid(p2) == frozen && workerPid(p1) != frozen,
       s"workers: ${Seq(p0, p1, p2).map(workerPid)}")
+    // Each worker's stores are ended by threads of their own, so a frozen worker holds none.
+    val queues = LiveProviders.perWorker(Seq(p0, p1, p2)).map(_.asScala.toSet).toSet
+    expect(queues == Set(Set(p0, p2), Set(p1)), s"ended by worker: ${queues.map(_.map(_.describe))}")
     signal(frozen, "STOP")
     val failed = try {
       expectThrows[StoresNotFinishedException](PyRocksStateStoreProvider.finishQuery(root.toString))
