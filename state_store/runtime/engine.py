@@ -25,7 +25,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from enum import Enum
@@ -41,7 +41,7 @@ from ..options import StoreOptions
 from .changelog_spool import ChangelogSpool
 from .memory import RocksMemory
 from .snapshots import Snapshotter, Taken
-from .teardown import release_now
+from .teardown import Release, release_now
 from .working_copy import UNTRACKED, WorkingCopy
 
 _CHANGE_OPS = frozenset({Op.PUT, Op.DELETE, Op.MERGE})  # what a change feed reports
@@ -92,7 +92,7 @@ class VersionedStore:
     def __init__(self, name: str, root: StoreRoot, local_dir: Path,
                  opts: StoreOptions, uploads: Executor, memory: RocksMemory | None = None,
                  writer: str = "", epoch: int = 0,
-                 release: Callable[[WorkingCopy, Path], None] = release_now) -> None:
+                 release: Release = release_now) -> None:
         self.name = name
         self.epoch = epoch  # the run epoch this store's commits publish under (manifest.py)
         self.checkpoint = root

@@ -37,6 +37,11 @@ class Closable(Protocol):
     def close(self) -> None: ...
 
 
+# What a store calls at close with its working copy and that copy's directory: `release_now`,
+# or a worker's `Teardown.release`.
+Release = Callable[[Closable, Path], None]
+
+
 def release_now(copy: Closable, directory: Path) -> None:
     """Closes `copy` and removes `directory`, the one it lives in: the in-line release."""
     try:

@@ -50,7 +50,7 @@ from .protocol import (
     ScanMode,
     Status,
 )
-from .teardown import Teardown, release_now
+from .teardown import Release, Teardown, release_now
 
 _SEND_LIMIT = 1 << 20
 # How long a thread waiting for the GIL waits before asking for it (CPython's default: 5
@@ -64,7 +64,8 @@ class Session:
 
     def __init__(self, conn: socket.socket, data_dir: Path, uploads: Executor,
                  memory: RocksMemory | None, probes: ConditionProbes,
-                 idle: IdleSnapshots | None = None, teardown: Teardown | None = None) -> None:
+                 idle: IdleSnapshots | None = None,
+                 release: Release = release_now) -> None:
         self.conn = conn
         self.data_dir = data_dir
         self.uploads = uploads
@@ -73,7 +74,7 @@ class Session:
         self.lock = threading.Lock()  # one request at a time, and none during final snapshots
         self.last_request = time.monotonic()  # the idle-snapshot scheduler's sign of activity
         self.idle = idle
-        self.teardown = teardown  # the worker's, releasing closed working copies behind us
+        self.release = release  # of a closed store's working copy: the worker's Teardown's
         self.store: VersionedStore | None = None
         self.gc_pacing: GcPacing | None = None  # the open store's, from its first maintenance
         self.iterators: dict[int, ScanChunks] = {}
@@ -228,7 +229,7 @@ class Session:
         self.store = VersionedStore(
             spec["store_name"], checkpoint, local, opts, self.uploads, self.memory, writer,
             int(spec.get("run_epoch", 0)),
-            release=self.teardown.release if self.teardown is not None else release_now)
+            release=self.release)
         ignored = options_mod.ignored_spark_settings(spec["options"])
         return _json({"pid": os.getpid(), "root": checkpoint.storage.url,
                       # Spark's RocksDB settings with no meaning here: the shim warns once
@@ -426,7 +427,7 @@ def main(argv: list[str] | None = None) -> None:
     while True:
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
-        session = Session(conn, args.data_dir, uploads, memory, probes, idle, teardown)
+        session = Session(conn, args.data_dir, uploads, memory, probes, idle, teardown.release)
         sessions.add(session)
         threading.Thread(target=session.serve, args=(sessions.discard,), daemon=True).start()
 
