@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from pyrocks_support import S3Endpoint, condition_ignoring_endpoint, readline_within, wait_until
+from state_store.driver import bridge
 from state_store.format import records
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
@@ -76,6 +78,21 @@ def receive(conn: socket.socket, n: int) -> bytes:
             break
         data += chunk
     return data
+
+
+def test_the_shim_numbers_and_names_every_request_as_the_worker_does() -> None:
+    """Connection.scala's `Wire` and protocol.py's `Request` are one table kept in step by
+    hand: each request's code and its name in the shim's errors."""
+    source = (bridge.shim_dir() / "common/io/pyrocks/statestore/Connection.scala").read_text()
+    wire = source[source.index("object Wire"):source.index("val Closing")]
+    codes = {name: int(code) for name, code in re.findall(r"val (\w+): Byte = (\d+)", wire)}
+    names_start = source.index("private val Names")
+    names = re.findall(r'"([^"]+)"', source[names_start:source.index(")", names_start)])
+    for kind in Request:
+        camel = "".join(word.capitalize() for word in kind.name.split("_"))
+        assert codes.get(camel) == kind.value, (kind, codes)
+        assert names[kind.value] == kind.name, (kind, names)
+    assert len(codes) == len(Request) and len(names) == len(Request) + 1  # names[0]: "?"
 
 
 def test_a_zero_length_frame_is_refused_not_read_to_the_end(worker, tmp_path: Path) -> None:
@@ -152,6 +169,56 @@ def test_a_closing_finish_publishes_the_final_snapshot_and_closes_the_store(
         **{b"k%05d" % i: b"v1" for i in range(500)},
         **{b"k%05d" % i: b"v2" for i in range(500, 1500)}}
     fresh.close()
+
+
+def open_with_two_versions(sock: Path, root: Path, name: str) -> tuple[socket.socket, int]:
+    """A connection whose store committed versions 1 (which has a snapshot: it was written
+    from nothing) and 2 (none: no idle snapshots), and its session's id."""
+    options = {f"{PREFIX}snapshotWhenIdleSeconds": "0", f"{PREFIX}snapshotInterval": "100"}
+    spec = {"store_root": str(root), "store_path": "", "store_name": name,
+            "local_name": f"provider-{name}", "options": options, "query_id": "q"}
+    conn = connect(sock)
+    status, answer = request(conn, Request.OPEN, json.dumps(spec).encode())
+    assert status == Status.OK, answer
+    for version in (1, 2):
+        assert request(conn, Request.LOAD, I64.pack(version - 1))[0] == Status.OK
+        writes = records.encode(Op.PUT, "default", b"k%d" % version, b"v")
+        conn.sendall(HEADER.pack(len(writes) + 1, Request.WRITES) + writes)
+        status, reply = request(conn, Request.COMMIT, I64.pack(version))
+        assert status == Status.OK and json.loads(reply)["published"], reply
+    return conn, json.loads(answer)["session"]
+
+
+def test_one_end_stores_request_ends_every_session_it_names(worker, tmp_path: Path) -> None:
+    """END_STORES (a query run's end: one request per worker): each named session's store
+    publishes its final snapshot and closes, the carrier's own among them; a session it does
+    not name goes on; a named one that cannot end (its store closed before, or no such
+    session) is reported by its id, and the others end all the same."""
+    _, sock = worker
+    opened = {name: open_with_two_versions(sock, tmp_path / name, name) for name in "abcd"}
+    (a, a_id), (b, b_id), (c, c_id), (d, d_id) = opened.values()
+    assert len({a_id, b_id, c_id, d_id}) == 4
+    assert request(d, Request.CLOSE, b"")[0] == Status.OK  # d's session stays, its store not
+    roots = {name: StoreRoot(open_storage(str(tmp_path / name / "query-q")), name)
+             for name in opened}
+    assert not any(2 in root.snapshot_versions() for root in roots.values())
+
+    body = json.dumps({"sessions": [c_id, d_id, a_id, 99999]}).encode()
+    status, answer = request(a, Request.END_STORES, body)
+    assert status == Status.OK, answer
+    failures = json.loads(answer)["failures"]
+    assert failures[str(a_id)] == [] and failures[str(c_id)] == [], failures
+    assert "no store opened on this connection" in failures[str(d_id)][0], failures
+    assert failures["99999"] == [f"no session 99999 is open in worker pid {worker[0].pid}"]
+    assert {name: 2 in root.snapshot_versions() for name, root in roots.items()} == {
+        "a": True, "b": False, "c": True, "d": False}
+    for ended in (a, c):
+        status, answer = request(ended, Request.LOAD, I64.pack(2))
+        assert status == Status.ERROR and b"no store opened on this connection" in answer
+    status, answer = request(b, Request.LOAD, I64.pack(2))  # not named: still open
+    assert status == Status.OK and json.loads(answer)["unchanged"], answer
+    for conn in (a, b, c, d):
+        conn.close()
 
 
 def test_an_endpoint_ignoring_conditional_writes_is_refused_at_open(worker, s3: S3Endpoint,

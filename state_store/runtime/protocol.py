@@ -22,7 +22,7 @@ from enum import IntEnum
 
 class Request(IntEnum):
     # body: JSON {store_root, store_path, store_name, local_name, query_id, run_epoch,
-    #             writer, options} (worker.Session.open)  -> JSON {pid, root}
+    #             writer, options} (worker.Session.open)  -> JSON {pid, root, session}
     OPEN = 1
     # body: version i64 [UTF-8 checkpoint id: the commit of it Spark's commit log names]
     LOAD = 2  #                                  -> JSON {num_keys, unchanged, commit_id}
@@ -46,6 +46,11 @@ class Request(IntEnum):
     # body: [limit u32][cf_len u16][cf][key]: the pairs from key on (inclusive), about limit
     # bytes of them -> a chunk (as ITER_OPEN's) whose `more` is 0 if they reach the family's end
     READ_AHEAD = 18
+    # body: JSON {sessions: [the session ids OPEN answered]}: FINISH with CLOSING for each
+    # named session of this worker (this connection's among them, or not), one after another,
+    # in one request: a query run's end at 200 stores is 200 round trips otherwise, each
+    # waking a thread of the worker's -> JSON {failures: {session id: [failures]}}
+    END_STORES = 19
 
 
 NO_RESPONSE = frozenset({Request.WRITES, Request.ITER_CLOSE})

@@ -1,6 +1,8 @@
 """The worker process: serves stores to the shim over a Unix domain socket.
 
-One thread per connection; one connection serves one store (OPEN first). RocksDB is
+One thread per connection; one connection serves one store (OPEN first), and is one
+session, numbered by the worker (OPEN answers its number; END_STORES names sessions by it).
+RocksDB is
 opened only after the process starts (never inherited across fork). The worker exits when
 its parent JVM goes away (EOF on stdin), removing its socket and working directories.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -18,7 +21,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,7 +68,11 @@ class Session:
     def __init__(self, conn: socket.socket, data_dir: Path, uploads: Executor,
                  memory: RocksMemory | None, probes: ConditionProbes,
                  idle: IdleSnapshots | None = None,
-                 release: Release = release_now) -> None:
+                 release: Release = release_now, session_id: int = 0,
+                 peers: Mapping[int, Session] | None = None) -> None:
+        self.id = session_id
+        # The worker's open sessions by id, this one among them (END_STORES ends them).
+        self.peers = {} if peers is None else peers
         self.conn = conn
         self.data_dir = data_dir
         self.uploads = uploads
@@ -147,6 +154,8 @@ class Session:
     def dispatch(self, request: Request, body: bytes) -> bytes | bytearray | None:
         if request is Request.OPEN:
             return self.open(json.loads(body))
+        if request is Request.END_STORES:
+            return _json({"failures": self.end_stores(json.loads(body)["sessions"])})
         store = self.require_store()
         if request is Request.WRITES:
             store.write(body)
@@ -196,10 +205,8 @@ class Session:
             return _json({"gc_files_deleted": self.collect_garbage(store, I32.unpack(body)[0])})
         elif request is Request.FINISH:
             if body[:1] == CLOSING:
-                store.end()
-                self.close_store()
-            else:
-                store.finish()
+                return _json({"failures": self.end_store(store)})
+            store.finish()
             return _json({"failures": store.failures})
         elif request is Request.CLOSE:
             self.close_store()
@@ -208,6 +215,35 @@ class Session:
         elif request is Request.LIST_CF:
             return _json(store.column_families())
         return None
+
+    def end_store(self, store: VersionedStore) -> list[str]:
+        """FINISH with CLOSING: the final snapshot, then the close; the failed uploads."""
+        store.end()
+        self.close_store()
+        return store.failures
+
+    def end_stores(self, session_ids: list[int]) -> dict[str, list[str]]:
+        """END_STORES: the store of each named session ends, one after another on this
+        thread, each under its session's lock (so never in the middle of a request of its
+        own). A session is named in one such request only (the shim hands each store over
+        once: LiveProviders.endRunHere), so two of them never wait for each other's locks."""
+        failures: dict[str, list[str]] = {}
+        for session_id in session_ids:
+            session = self if session_id == self.id else self.peers.get(session_id)
+            if session is None:
+                failures[str(session_id)] = [
+                    f"no session {session_id} is open in worker pid {os.getpid()}"]
+                continue
+            with self.lock_of(session):
+                try:
+                    failures[str(session_id)] = session.end_store(session.require_store())
+                except Exception as e:  # this store's; the others still end
+                    failures[str(session_id)] = [_describe(e)]
+        return failures
+
+    def lock_of(self, session: Session) -> contextlib.AbstractContextManager[object]:
+        """`session`'s lock, for this session's thread: its own it holds already."""
+        return contextlib.nullcontext() if session is self else session.lock
 
     def snapshot_when_idle(self) -> bool:
         return self.store is None or self.store.snapshot_when_idle()
@@ -231,7 +267,7 @@ class Session:
             int(spec.get("run_epoch", 0)),
             release=self.release)
         ignored = options_mod.ignored_spark_settings(spec["options"])
-        return _json({"pid": os.getpid(), "root": checkpoint.storage.url,
+        return _json({"pid": os.getpid(), "root": checkpoint.storage.url, "session": self.id,
                       # Spark's RocksDB settings with no meaning here: the shim warns once
                       "ignored_settings": ignored,
                       "settings_warning": options_mod.ignored_warning(ignored) if ignored else ""})
@@ -369,7 +405,7 @@ def _describe(e: Exception) -> str:
 # ---- process ------------------------------------------------------------------------------
 
 
-def _watch_parent(sessions: set[Session], cleanup: Callable[[], None]) -> None:
+def _watch_parent(sessions: Mapping[int, Session], cleanup: Callable[[], None]) -> None:
     """Exits when the parent JVM closes our stdin (it shut the pool down, or died).
 
     Before exiting, every open store finishes: uploads in flight complete and the last
@@ -379,7 +415,7 @@ def _watch_parent(sessions: set[Session], cleanup: Callable[[], None]) -> None:
         while sys.stdin.buffer.read(1 << 12):
             pass
     finally:
-        for session in list(sessions):
+        for session in list(sessions.values()):
             with session.lock:
                 if session.store is not None:
                     with contextlib.suppress(Exception):
@@ -416,7 +452,7 @@ def main(argv: list[str] | None = None) -> None:
     server.bind(str(args.socket))
     os.chmod(args.socket, 0o600)
     server.listen(64)
-    sessions: set[Session] = set()
+    sessions: dict[int, Session] = {}
     uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
     map_arena_blocks_apart()
     memory = RocksMemory.bounded(args.memory_bound_mb)
@@ -424,12 +460,17 @@ def main(argv: list[str] | None = None) -> None:
     idle = IdleSnapshots()
     threading.Thread(target=_watch_parent, args=(sessions, cleanup), daemon=True).start()
     announce_ready()
-    while True:
+
+    def forget(session: Session) -> None:
+        sessions.pop(session.id, None)
+
+    for session_id in itertools.count(1):
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
-        session = Session(conn, args.data_dir, uploads, memory, probes, idle, teardown.release)
-        sessions.add(session)
-        threading.Thread(target=session.serve, args=(sessions.discard,), daemon=True).start()
+        session = Session(conn, args.data_dir, uploads, memory, probes, idle, teardown.release,
+                          session_id, sessions)
+        sessions[session_id] = session
+        threading.Thread(target=session.serve, args=(forget,), daemon=True).start()
 
 
 def announce_ready() -> None:
