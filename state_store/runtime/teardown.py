@@ -71,11 +71,11 @@ class Teardown:
         """Takes `copy`, living in `directory`, to close and remove behind the caller."""
         with self._changed:
             now = self._clock()
-            if not self._handed:
-                self._first_handed = now
             self._handed.append((copy, directory))
             self._last_handed = now
-            self._changed.notify()
+            if len(self._handed) == 1:  # the thread waits for a first copy; later ones
+                self._first_handed = now  # only move its deadline, which it reads on waking
+                self._changed.notify()
 
     def waiting(self) -> int:
         with self._changed:
