@@ -57,6 +57,7 @@ DEADLINES = ("request-deadline-on-silent-server", "hung-worker-is-killed-and-rep
 FINISH = ("finish-query-matches-its-checkpoint-only",
           "finish-query-skips-writers-and-closed-providers",
           "finish-query-names-every-failed-store",
+          "a-run-end-ends-each-workers-stores-in-one-request",
           "a-new-run-goes-where-its-stores-last-ran",
           "the-coordinator-remembers-the-stores-that-reported-last")
 REPLAY = ("load-empty-publishes-a-first-version", "change-feed-lists-each-version-in-order",

@@ -27,6 +27,7 @@ object Wire {
   val LoadEmpty: Byte = 16
   val LoadFromSnapshot: Byte = 17
   val ReadAhead: Byte = 18
+  val EndStores: Byte = 19
   /** Finish's body when the store closes after it (protocol.CLOSING). */
   val Closing: Byte = 1
 
@@ -49,7 +50,7 @@ object Wire {
 
   private val Names = Array("?", "OPEN", "LOAD", "WRITES", "GET", "ITER_OPEN", "ITER_NEXT",
     "ITER_CLOSE", "COMMIT", "ABORT", "METRICS", "MAINTAIN", "CLOSE", "DROP_CF", "LIST_CF",
-    "FINISH", "LOAD_EMPTY", "LOAD_FROM_SNAPSHOT", "READ_AHEAD")
+    "FINISH", "LOAD_EMPTY", "LOAD_FROM_SNAPSHOT", "READ_AHEAD", "END_STORES")
 
   /** The request's name in `state_store/runtime/protocol.py`, for error messages. */
   def name(kind: Byte): String =
@@ -63,9 +64,10 @@ object Wire {
  * so the worker applies them before answering: a get always sees the store's own writes.
  *
  * Every exchange with the worker (a request and its answer, or a shipment of writes) has a
- * deadline of `timeoutNanos`, kept by `RequestWatchdog` from `startedAt` so that the hot
- * path pays no syscall for it: past it, the worker is killed (a hung worker would hang
- * every store it serves) and the caller fails with a `WorkerTimeoutException`.
+ * deadline of `timeoutNanos` (an END_STORES, one per store it ends), kept by
+ * `RequestWatchdog` from `startedAt` so that the hot path pays no syscall for it: past it,
+ * the worker is killed (a hung worker would hang every store it serves) and the caller
+ * fails with a `WorkerTimeoutException`.
  *
  * A connection that failed once is `broken` for good: its stream may hold half a frame.
  * Not thread-safe: the provider serialises callers.
@@ -88,6 +90,10 @@ final class Connection(
    * watchdog has claimed it: whoever moves it off a start time owns the outcome. */
   private val startedAt = new AtomicLong(Idle)
   @volatile private var inFlight: Byte = 0
+  @volatile private var allowedNanos: Long = timeoutNanos // the deadline of the exchange in flight
+  /** The worker's number for this connection's session, from OPEN's answer (END_STORES
+   * names sessions by it); set by the provider once the store is open. */
+  @volatile private[statestore] var session: Long = 0L
 
   RequestWatchdog.watch(this)
 
@@ -136,10 +142,11 @@ final class Connection(
 
   // ---- requests ------------------------------------------------------------------------
 
-  /** Sends a request behind any buffered writes and returns the body of its answer. */
-  def request(kind: Byte, body: Array[Byte] = Array.emptyByteArray): Array[Byte] = {
+  /** Sends a request behind any buffered writes and returns the body of its answer. One
+   * that ends several stores (END_STORES, one after another) has as many deadlines. */
+  def request(kind: Byte, body: Array[Byte] = Array.emptyByteArray, stores: Int = 1): Array[Byte] = {
     enqueue(kind, body)
-    exchange(kind) {
+    exchange(kind, timeoutNanos * math.max(1, stores)) {
       sendBuffered()
       readResponse(kind)
     }
@@ -184,9 +191,10 @@ final class Connection(
    * task: the worker is fine, and drops this session's uncommitted writes when it sees the
    * connection close), or a worker that is gone.
    */
-  private def exchange[T](kind: Byte)(body: => T): T = {
+  private def exchange[T](kind: Byte, allowed: Long = timeoutNanos)(body: => T): T = {
     broken.foreach(reason => throw new WorkerFailedException(reason))
     inFlight = kind
+    allowedNanos = allowed // before the start: the watchdog reads the start first
     val start = System.nanoTime()
     startedAt.set(start)
     val result = try body catch {
@@ -227,7 +235,7 @@ final class Connection(
 
   private def timeoutMessage(kind: Byte): String =
     s"pyrocks worker ${worker.index} (pid ${worker.pid}) did not answer ${name(kind)} for " +
-      s"$store within ${timeoutNanos / 1000000000L} s (${LaunchOptions.Prefix}" +
+      s"$store within ${allowedNanos / 1000000000L} s (${LaunchOptions.Prefix}" +
       "requestTimeoutSeconds); the worker was killed and is replaced at the next connection"
 
   /**
@@ -239,7 +247,7 @@ final class Connection(
     val start = startedAt.get()
     if (start == Expired || !channel.isOpen) Long.MaxValue
     else if (start == Idle) now + timeoutNanos // nothing in flight can end before this
-    else if (now - start < timeoutNanos) start + timeoutNanos
+    else if (now - start < allowedNanos) start + allowedNanos
     else if (!startedAt.compareAndSet(start, Expired)) now // it just ended: look again
     else {
       broken = Some(timeoutMessage(inFlight))

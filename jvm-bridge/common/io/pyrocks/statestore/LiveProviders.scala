@@ -1,6 +1,7 @@
 package io.pyrocks.statestore
 
 import java.net.URI
+import java.nio.charset.StandardCharsets.UTF_8
 import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue, Executors}
 
 import scala.jdk.CollectionConverters._
@@ -8,6 +9,8 @@ import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
+import org.json4s.{DefaultFormats, JArray, JLong, JObject}
+import org.json4s.jackson.JsonMethods.{compact, parse, render}
 
 import org.apache.spark.SparkContext
 import org.apache.spark.sql.SparkSession
@@ -48,11 +51,47 @@ private[statestore] object LiveProviders {
   def endRunHere(runId: String): Outcome =
     // A provider a cancelled task still updates is left to Spark's unload: closing it under
     // the task could not lose a committed version, but finishing it could not either.
-    eachLive(p => p.servesRun(runId) && !p.isBeingUpdated) { provider =>
-      val failures = provider.end()
-      if (failures.nonEmpty) throw new IllegalStateException(failures.mkString("; "))
-      true
+    endAll(live.asScala.toSeq.filter(p => p.servesRun(runId) && !p.isBeingUpdated))
+
+  /** Ends `providers`: the stores of each worker in one request, the workers' at once. */
+  private[statestore] def endAll(providers: Seq[PyRocksStateStoreProvider]): Outcome =
+    outcome(inParallel(perWorker(providers).map(_.asScala.toSeq))(endTogether))
+
+  /**
+   * Ends `providers`, all served by one worker, in one request (END_STORES) on one of their
+   * connections; the worker ends their stores one after another. Ended one request each,
+   * a worker paid a thread's wake-up, a read and an answer per store: at 200 stores most of
+   * a stop's time, several times what the ends themselves cost (docs/benchmarks.md). Each
+   * is handed over first, so no other request can reach its session. If the request fails,
+   * every store it named reports why.
+   */
+  private def endTogether(providers: Seq[PyRocksStateStoreProvider]): Seq[Result] = {
+    val handed = providers.map(provider => provider -> provider.handOver())
+    val connections = handed.flatMap(_._2)
+    val answer = if (connections.isEmpty) Right(Map.empty[String, List[String]]) else {
+      try Right(failuresBySession(connections.head.request(Wire.EndStores, sessions(connections),
+        stores = connections.size)))
+      catch { case NonFatal(e) => Left(s"the request failed: ${e.getMessage}") }
+      finally connections.foreach(_.close())
     }
+    handed.map {
+      case (provider, None) => Right(Some(provider.instanceId)) // nothing was left to end
+      case (provider, Some(connection)) =>
+        val failures = answer.fold(Seq(_), _.getOrElse(connection.session.toString,
+          List(s"worker pid ${connection.workerPid} did not answer for its session")))
+        if (failures.isEmpty) Right(Some(provider.instanceId))
+        else Left(failed(provider, failures.mkString("; ")))
+    }
+  }
+
+  private def sessions(connections: Seq[Connection]): Array[Byte] =
+    compact(render(JObject("sessions" -> JArray(connections.map(c => JLong(c.session)).toList))))
+      .getBytes(UTF_8)
+
+  private def failuresBySession(answer: Array[Byte]): Map[String, List[String]] = {
+    implicit val formats: DefaultFormats.type = DefaultFormats
+    (parse(new String(answer, UTF_8)) \ "failures").extract[Map[String, List[String]]]
+  }
 
   /** Runs `action` on every live provider `which` selects, all at once (each waits on its
    * own worker: a final snapshot is a flush per store, and a run's end waits for the
@@ -60,44 +99,52 @@ private[statestore] object LiveProviders {
    * reported with its store and JVM, and the others still run. */
   private def eachLive(which: PyRocksStateStoreProvider => Boolean)(
       action: PyRocksStateStoreProvider => Boolean): Outcome = {
-    val selected = live.asScala.toSeq.filter(which)
-    if (selected.isEmpty) return Outcome(Seq.empty, Seq.empty)
-    val queues = perWorker(selected)
+    val queues = perWorker(live.asScala.toSeq.filter(which))
     val drainers = queues.flatMap(queue => Seq.fill(math.min(queue.size, ParallelPerWorker))(queue))
-    val threads = Executors.newFixedThreadPool(drainers.size, (task: Runnable) => {
-      val thread = new Thread(task, "pyrocks-finish")
-      thread.setDaemon(true)
-      thread
-    })
-    try {
-      val results = drainers.map(queue => threads.submit(() => drain(queue, action)))
-        .flatMap(_.get())
-      Outcome(results.flatMap(_.toOption.flatten), results.flatMap(_.left.toOption))
-    } finally threads.shutdown()
+    outcome(inParallel(drainers)(drain(_, action)))
   }
 
-  /** The providers in one queue per worker (those with no connection in one of their own).
-   * Each queue is drained by `ParallelPerWorker` threads of its own: a worker serves one
-   * request at a time (Python's GIL), so threads shared by all workers piled up on
-   * whichever was slower, leaving the others idle (at 200 stores, the ends of one worker at
-   * a time, then of the other's). */
+  /** What each provider came to: failed (why), or done (its id if counted). */
+  private type Result = Either[String, Option[String]]
+
+  private def outcome(results: Seq[Result]): Outcome =
+    Outcome(results.flatMap(_.toOption.flatten), results.flatMap(_.left.toOption))
+
+  /** `run` on each of `tasks`, each on a thread of its own, all at once. */
+  private def inParallel[T](tasks: Seq[T])(run: T => Seq[Result]): Seq[Result] =
+    if (tasks.isEmpty) Seq.empty else {
+      val threads = Executors.newFixedThreadPool(tasks.size, (task: Runnable) => {
+        val thread = new Thread(task, "pyrocks-finish")
+        thread.setDaemon(true)
+        thread
+      })
+      try tasks.map(task => threads.submit(() => run(task))).flatMap(_.get())
+      finally threads.shutdown()
+    }
+
+  /** The providers in one queue per worker (those with no connection in one of their own):
+   * `endAll` ends each queue's stores in one request, `finishHere` drains each with
+   * `ParallelPerWorker` threads of its own. A worker serves one request at a time (Python's
+   * GIL), so threads shared by all workers piled up on whichever was slower, leaving the
+   * others idle (at 200 stores, the ends of one worker at a time, then of the other's). */
   private[statestore] def perWorker(
       providers: Seq[PyRocksStateStoreProvider]): Seq[ConcurrentLinkedQueue[PyRocksStateStoreProvider]] =
     providers.groupBy(_.currentConnection.map(_.workerPid)).values
       .map(group => new ConcurrentLinkedQueue(group.asJava)).toSeq
 
   private def drain(queue: ConcurrentLinkedQueue[PyRocksStateStoreProvider],
-      action: PyRocksStateStoreProvider => Boolean): Seq[Either[String, Option[String]]] =
+      action: PyRocksStateStoreProvider => Boolean): Seq[Result] =
     Iterator.continually(queue.poll()).takeWhile(_ != null).map { provider =>
       try Right(if (action(provider)) Some(provider.instanceId) else None)
-      catch {
-        case NonFatal(e) => Left(s"${provider.describe} " +
-          s"(${PyRocksStateStoreProvider.writerName}): ${Option(e.getMessage).getOrElse(e)}")
-      }
+      catch { case NonFatal(e) => Left(failed(provider, Option(e.getMessage).getOrElse(e.toString))) }
     }.toList
 
-  /** Stores finished at once per worker: more would only queue on it (a final snapshot's
-   * flush releases the GIL, so a few overlap). */
+  /** A store that failed to finish or end, with where it was and why. */
+  private def failed(provider: PyRocksStateStoreProvider, why: String): String =
+    s"${provider.describe} (${PyRocksStateStoreProvider.writerName}): $why"
+
+  /** Stores finished at once per worker (`finishHere`): more would only queue on it (a
+   * final snapshot's flush releases the GIL, so a few overlap). */
   private val ParallelPerWorker = 8
 
   /** `endRunHere` in the driver and on every executor; how many providers ended, or one

@@ -382,6 +382,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
         case NonFatal(e) => conn.close(); throw e
       }
       IgnoredSettings.warnOnce(opened, msg => logWarning(msg))
+      conn.session = sessionOf(opened)
       connection = conn
     }
     f(connection)
@@ -490,19 +491,35 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
    * it were, it must not write into a cache another provider took over).
    */
   private[statestore] def end(): Seq[String] = synchronized {
+    handOver().fold(Seq.empty[String]) { conn =>
+      try failuresOf(conn.request(Wire.Finish, Array(Wire.Closing)))
+      catch { case NonFatal(e) => Seq(s"the request failed: ${e.getMessage}") }
+      finally conn.close()
+    }
+  }
+
+  /**
+   * What `end` does before its request: the provider lets its store go (no longer live, its
+   * read cache parked) and hands over its live connection, which the caller must end the
+   * store on (FINISH with CLOSING, or END_STORES with the worker's other stores:
+   * LiveProviders.endRunHere) and then close. None if there is none to end: never opened,
+   * handed over before, or its worker gone. Under the lock, so never in the middle of a
+   * request; once handed over, no request of this provider reaches that session again (a
+   * later one opens a new connection), so each session is ended by one request only.
+   */
+  private[statestore] def handOver(): Option[Connection] = synchronized {
     LiveProviders.remove(this)
     ParkedCaches.park(parkingName, cache)
     cache = new ReadCache(CacheBudget.of(0)) // answers nothing; charged to nothing
-    if (connection == null) Seq.empty
-    else {
-      val failures = if (connection.isBroken) Seq.empty else {
-        try failuresOf(connection.request(Wire.Finish, Array(Wire.Closing)))
-        catch { case NonFatal(e) => Seq(s"the request failed: ${e.getMessage}") }
-      }
-      connection.close()
-      connection = null
-      failures
-    }
+    val handed = Option(connection)
+    connection = null
+    handed.foreach(conn => if (conn.isBroken) conn.close())
+    handed.filterNot(_.isBroken)
+  }
+
+  private def sessionOf(openAnswer: Array[Byte]): Long = {
+    implicit val formats: DefaultFormats.type = DefaultFormats
+    (parse(new String(openAnswer, UTF_8)) \ "session").extract[Long]
   }
 
   private def failuresOf(finishAnswer: Array[Byte]): List[String] = {

@@ -14,7 +14,8 @@ object FinishChecks {
   val all: Map[String, Fixture => Unit] = Map(
     "finish-query-matches-its-checkpoint-only" -> matchesItsCheckpointOnly,
     "finish-query-skips-writers-and-closed-providers" -> skipsWritersAndClosedProviders,
-    "finish-query-names-every-failed-store" -> namesEveryFailedStore)
+    "finish-query-names-every-failed-store" -> namesEveryFailedStore,
+    "a-run-end-ends-each-workers-stores-in-one-request" -> endsEachWorkersStoresTogether)
 
   private def providerOf(f: Fixture, root: Path, partition: Int,
       options: (String, String)*): PyRocksStateStoreProvider = {
@@ -137,5 +138,55 @@ object FinishChecks {
       s"the failure does not say why: $message")
     expect(uploadLag(p1) == 0, "the store on the sound worker was not finished")
     Seq(p0, p1, p2).foreach(_.close())
+  }
+
+  /** A run's end (`LiveProviders.endAll`): each worker's stores are ended by one END_STORES
+   * request. Two stores on a frozen worker fail together, each named with the request and
+   * the worker; the store on the sound worker ends all the same. Then three stores on sound
+   * workers all end. Every ended store took its final snapshot (the next provider loads its
+   * last version with nothing to replay) and let its connection go. */
+  def endsEachWorkersStoresTogether(f: Fixture): Unit = {
+    import f._
+    // No idle snapshots: the last version's snapshot is the end's alone to take.
+    val options = Seq("workers" -> "2", "requestTimeoutSeconds" -> "5",
+      "snapshotWhenIdleSeconds" -> "0")
+    def twoVersions(root: Path): Seq[PyRocksStateStoreProvider] = {
+      val providers = Seq(0, 1, 2).map(providerOf(f, root, _, options: _*))
+      providers.foreach { p => commitOne(f, p, 0); commitOne(f, p, 1) }
+      expect(providers.forall(uploadLag(_) > 0), "version 2 had a snapshot before the end")
+      providers
+    }
+    def replayedByTheNext(root: Path, partition: Int): Long = {
+      val next = providerOf(f, root, partition, options: _*)
+      try {
+        next.getStore(2).abort()
+        Fixture.customMetric(next, "pyrocks.replayed_versions")
+      } finally next.close()
+    }
+
+    val frozenRoot = checkpoint("ended-frozen")
+    val Seq(p0, p1, p2) = twoVersions(frozenRoot) // partitions 0 and 2 share a worker
+    val frozen = workerPid(p0)
+    expect(workerPid(p2) == frozen && workerPid(p1) != frozen,
+      s"workers: ${Seq(p0, p1, p2).map(workerPid)}")
+    signal(frozen, "STOP")
+    val outcome = try LiveProviders.endAll(Seq(p0, p1, p2)) finally resumeUnlessGone(frozen)
+    expect(outcome.finished == Seq(p1.instanceId), s"ended: ${outcome.finished}")
+    expect(outcome.failures.size == 2 &&
+      Seq(p0, p2).forall(p => outcome.failures.exists(_.startsWith(p.describe))),
+      s"the failures name the wrong stores: ${outcome.failures}")
+    expect(outcome.failures.forall(m => m.contains("END_STORES") && m.contains(s"pid $frozen")),
+      s"the failures do not say why: ${outcome.failures}")
+    expect(Seq(p0, p1, p2).forall(_.currentConnection.isEmpty), "an ended store kept its connection")
+    expect(replayedByTheNext(frozenRoot, 1) == 0, "the sound worker's store has no final snapshot")
+
+    val soundRoot = checkpoint("ended-sound")
+    val sound = twoVersions(soundRoot)
+    val ended = LiveProviders.endAll(sound)
+    expect(ended.failures.isEmpty, s"failed: ${ended.failures}")
+    expect(ended.finished.toSet == sound.map(_.instanceId).toSet, s"ended: ${ended.finished}")
+    for (partition <- 0 to 2) {
+      expect(replayedByTheNext(soundRoot, partition) == 0, s"partition $partition has no final snapshot")
+    }
   }
 }
