@@ -9,7 +9,7 @@ import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
-import org.json4s.{DefaultFormats, JArray, JLong, JObject}
+import org.json4s.{JArray, JLong, JObject, JString}
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
 
 import org.apache.spark.SparkContext
@@ -54,8 +54,11 @@ private[statestore] object LiveProviders {
     endAll(live.asScala.toSeq.filter(p => p.servesRun(runId) && !p.isBeingUpdated))
 
   /** Ends `providers`: the stores of each worker in one request, the workers' at once. */
-  private[statestore] def endAll(providers: Seq[PyRocksStateStoreProvider]): Outcome =
-    outcome(inParallel(perWorker(providers).map(_.asScala.toSeq))(endTogether))
+  private[statestore] def endAll(providers: Seq[PyRocksStateStoreProvider]): Outcome = {
+    val ended = inParallel(perWorker(providers).map(_.asScala.toSeq))(endTogether)
+    closeBehind(ended.flatMap(_._2))
+    outcome(ended.flatMap(_._1))
+  }
 
   /**
    * Ends `providers`, all served by one worker, in one request (END_STORES) on one of their
@@ -63,18 +66,18 @@ private[statestore] object LiveProviders {
    * a worker paid a thread's wake-up, a read and an answer per store: at 200 stores most of
    * a stop's time, several times what the ends themselves cost (docs/benchmarks.md). Each
    * is handed over first, so no other request can reach its session. If the request fails,
-   * every store it named reports why.
+   * every store it named reports why. Returns the connections, for `closeBehind`.
    */
-  private def endTogether(providers: Seq[PyRocksStateStoreProvider]): Seq[Result] = {
+  private def endTogether(
+      providers: Seq[PyRocksStateStoreProvider]): (Seq[Result], Seq[Connection]) = {
     val handed = providers.map(provider => provider -> provider.handOver())
     val connections = handed.flatMap(_._2)
     val answer = if (connections.isEmpty) Right(Map.empty[String, List[String]]) else {
       try Right(failuresBySession(connections.head.request(Wire.EndStores, sessions(connections),
         stores = connections.size)))
       catch { case NonFatal(e) => Left(s"the request failed: ${e.getMessage}") }
-      finally connections.foreach(_.close())
     }
-    handed.map {
+    val results = handed.map {
       case (provider, None) => Right(Some(provider.instanceId)) // nothing was left to end
       case (provider, Some(connection)) =>
         val failures = answer.fold(Seq(_), _.getOrElse(connection.session.toString,
@@ -82,16 +85,31 @@ private[statestore] object LiveProviders {
         if (failures.isEmpty) Right(Some(provider.instanceId))
         else Left(failed(provider, failures.mkString("; ")))
     }
+    (results, connections)
+  }
+
+  /** Closes the connections of ended stores behind the answer. Each close wakes a thread of
+   * its worker, which then exits: at 200 stores, closing them as each worker answered took
+   * up to 30 ms of a stop, while the other worker's stores were still ending. */
+  private def closeBehind(connections: Seq[Connection]): Unit = if (connections.nonEmpty) {
+    val closer = new Thread(() => connections.foreach(_.close()), "pyrocks-close-ended")
+    closer.setDaemon(true)
+    closer.start()
   }
 
   private def sessions(connections: Seq[Connection]): Array[Byte] =
     compact(render(JObject("sessions" -> JArray(connections.map(c => JLong(c.session)).toList))))
       .getBytes(UTF_8)
 
-  private def failuresBySession(answer: Array[Byte]): Map[String, List[String]] = {
-    implicit val formats: DefaultFormats.type = DefaultFormats
-    (parse(new String(answer, UTF_8)) \ "failures").extract[Map[String, List[String]]]
-  }
+  /** END_STORES' answer, {"failures": {session: [failure, ...]}}, read without reflection
+   * (json4s' `extract`), which costs a stop its first use in the JVM. */
+  private def failuresBySession(answer: Array[Byte]): Map[String, List[String]] =
+    parse(new String(answer, UTF_8)) \ "failures" match {
+      case JObject(sessions) => sessions.map { case (session, failures) =>
+        session -> failures.children.collect { case JString(failure) => failure }
+      }.toMap
+      case _ => Map.empty // every store then reports that its session went unanswered
+    }
 
   /** Runs `action` on every live provider `which` selects, all at once (each waits on its
    * own worker: a final snapshot is a flush per store, and a run's end waits for the
@@ -101,7 +119,7 @@ private[statestore] object LiveProviders {
       action: PyRocksStateStoreProvider => Boolean): Outcome = {
     val queues = perWorker(live.asScala.toSeq.filter(which))
     val drainers = queues.flatMap(queue => Seq.fill(math.min(queue.size, ParallelPerWorker))(queue))
-    outcome(inParallel(drainers)(drain(_, action)))
+    outcome(inParallel(drainers)(drain(_, action)).flatten)
   }
 
   /** What each provider came to: failed (why), or done (its id if counted). */
@@ -111,14 +129,14 @@ private[statestore] object LiveProviders {
     Outcome(results.flatMap(_.toOption.flatten), results.flatMap(_.left.toOption))
 
   /** `run` on each of `tasks`, each on a thread of its own, all at once. */
-  private def inParallel[T](tasks: Seq[T])(run: T => Seq[Result]): Seq[Result] =
+  private def inParallel[T, R](tasks: Seq[T])(run: T => R): Seq[R] =
     if (tasks.isEmpty) Seq.empty else {
       val threads = Executors.newFixedThreadPool(tasks.size, (task: Runnable) => {
         val thread = new Thread(task, "pyrocks-finish")
         thread.setDaemon(true)
         thread
       })
-      try tasks.map(task => threads.submit(() => run(task))).flatMap(_.get())
+      try tasks.map(task => threads.submit(() => run(task))).map(_.get())
       finally threads.shutdown()
     }
 
