@@ -259,6 +259,9 @@ final class Connection(
 
   private[statestore] def workerPid: Long = worker.pid
 
+  /** Whether this side of the connection is still open (for tests and diagnostics). */
+  private[statestore] def isOpen: Boolean = channel.isOpen
+
   /** The request in flight, if any (for tests and diagnostics). */
   private[statestore] def requestInFlight: Option[String] =
     if (startedAt.get() == Idle) None else Some(name(inFlight))

@@ -144,7 +144,7 @@ object FinishChecks {
    * request. Two stores on a frozen worker fail together, each named with the request and
    * the worker; the store on the sound worker ends all the same. Then three stores on sound
    * workers all end. Every ended store took its final snapshot (the next provider loads its
-   * last version with nothing to replay) and let its connection go. */
+   * last version with nothing to replay) and let its connection go, which is then closed. */
   def endsEachWorkersStoresTogether(f: Fixture): Unit = {
     import f._
     // No idle snapshots: the last version's snapshot is the end's alone to take.
@@ -182,9 +182,11 @@ object FinishChecks {
 
     val soundRoot = checkpoint("ended-sound")
     val sound = twoVersions(soundRoot)
+    val connections = sound.flatMap(_.currentConnection)
     val ended = LiveProviders.endAll(sound)
     expect(ended.failures.isEmpty, s"failed: ${ended.failures}")
     expect(ended.finished.toSet == sound.map(_.instanceId).toSet, s"ended: ${ended.finished}")
+    eventually("the ended stores' connections are closed")(connections.forall(!_.isOpen))
     for (partition <- 0 to 2) {
       expect(replayedByTheNext(soundRoot, partition) == 0, s"partition $partition has no final snapshot")
     }
