@@ -73,9 +73,9 @@ class Teardown:
             now = self._clock()
             self._handed.append((copy, directory))
             self._last_handed = now
-            if len(self._handed) == 1:  # the thread waits for a first copy; later ones
-                self._first_handed = now  # only move its deadline, which it reads on waking
-                self._changed.notify()
+            if len(self._handed) == 1:  # the thread waits for a first copy, with no deadline
+                self._first_handed = now
+                self._changed.notify()  # later ones only move the deadline it reads on waking
 
     def waiting(self) -> int:
         with self._changed:

@@ -2,9 +2,9 @@
 
 One thread per connection; one connection serves one store (OPEN first), and is one
 session, numbered by the worker (OPEN answers its number; END_STORES names sessions by it).
-RocksDB is
-opened only after the process starts (never inherited across fork). The worker exits when
-its parent JVM goes away (EOF on stdin), removing its socket and working directories.
+RocksDB is opened only after the process starts (never inherited across fork). The worker
+exits when its parent JVM goes away (EOF on stdin), removing its socket and working
+directories.
 """
 
 from __future__ import annotations
