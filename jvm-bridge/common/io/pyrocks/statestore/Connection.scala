@@ -91,6 +91,7 @@ final class Connection(
   private val startedAt = new AtomicLong(Idle)
   @volatile private var inFlight: Byte = 0
   @volatile private var allowedNanos: Long = timeoutNanos // the deadline of the exchange in flight
+  @volatile private var storesInFlight = 1 // the stores the exchange in flight serves
   /** The worker's number for this connection's session, from OPEN's answer (END_STORES
    * names sessions by it); set by the provider once the store is open. */
   @volatile private[statestore] var session: Long = 0L
@@ -146,7 +147,7 @@ final class Connection(
    * that ends several stores (END_STORES, one after another) has as many deadlines. */
   def request(kind: Byte, body: Array[Byte] = Array.emptyByteArray, stores: Int = 1): Array[Byte] = {
     enqueue(kind, body)
-    exchange(kind, timeoutNanos * math.max(1, stores)) {
+    exchange(kind, math.max(1, stores)) {
       sendBuffered()
       readResponse(kind)
     }
@@ -191,10 +192,11 @@ final class Connection(
    * task: the worker is fine, and drops this session's uncommitted writes when it sees the
    * connection close), or a worker that is gone.
    */
-  private def exchange[T](kind: Byte, allowed: Long = timeoutNanos)(body: => T): T = {
+  private def exchange[T](kind: Byte, stores: Int = 1)(body: => T): T = {
     broken.foreach(reason => throw new WorkerFailedException(reason))
     inFlight = kind
-    allowedNanos = allowed // before the start: the watchdog reads the start first
+    storesInFlight = stores
+    allowedNanos = timeoutNanos * stores // before the start: the watchdog reads the start first
     val start = System.nanoTime()
     startedAt.set(start)
     val result = try body catch {
@@ -220,14 +222,14 @@ final class Connection(
       broken = Some(reason)
       new WorkerTimeoutException(reason, e)
     } else if (e.isInstanceOf[ClosedByInterruptException] || Thread.currentThread.isInterrupted) {
-      val reason = s"${name(kind)} for $store was interrupted; the connection to pyrocks " +
+      val reason = s"${name(kind)} for $subject was interrupted; the connection to pyrocks " +
         s"worker ${worker.index} (pid ${worker.pid}) was closed, so the worker drops this " +
         "store's uncommitted writes"
       broken = Some(reason)
       new RequestInterruptedException(reason, e)
     } else {
       val reason = s"lost the connection to ${worker.describeFailure} during ${name(kind)} " +
-        s"for $store"
+        s"for $subject"
       broken = Some(reason)
       new WorkerFailedException(reason, e)
     }
@@ -235,8 +237,14 @@ final class Connection(
 
   private def timeoutMessage(kind: Byte): String =
     s"pyrocks worker ${worker.index} (pid ${worker.pid}) did not answer ${name(kind)} for " +
-      s"$store within ${allowedNanos / 1000000000L} s (${LaunchOptions.Prefix}" +
+      s"$subject within ${allowedNanos / 1000000000L} s (${LaunchOptions.Prefix}" +
       "requestTimeoutSeconds); the worker was killed and is replaced at the next connection"
+
+  /** Whom the exchange in flight serves, for its failures: this connection's store, or the
+   * count of stores a request on its connection ends (each failure line of theirs starts
+   * with its own name, so naming only the carrier's would mislead). */
+  private def subject: String =
+    if (storesInFlight == 1) store else s"$storesInFlight stores (sent on the connection of $store)"
 
   /**
    * Called by the watchdog: if the exchange in flight is past its deadline, claims it, kills

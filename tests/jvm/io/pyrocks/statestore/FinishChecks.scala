@@ -141,8 +141,8 @@ object FinishChecks {
   }
 
   /** A run's end (`LiveProviders.endAll`): each worker's stores are ended by one END_STORES
-   * request. Two stores on a frozen worker fail together, each named with the request and
-   * the worker; the store on the sound worker ends all the same. Then three stores on sound
+   * request. Two stores on a frozen worker fail together, each named, with the request, the
+   * stores it ended and the worker; the store on the sound worker ends all the same. Then three stores on sound
    * workers all end. Every ended store took its final snapshot (the next provider loads its
    * last version with nothing to replay) and let its connection go, which is then closed. */
   def endsEachWorkersStoresTogether(f: Fixture): Unit = {
@@ -175,8 +175,8 @@ object FinishChecks {
     expect(outcome.failures.size == 2 &&
       Seq(p0, p2).forall(p => outcome.failures.exists(_.startsWith(p.describe))),
       s"the failures name the wrong stores: ${outcome.failures}")
-    expect(outcome.failures.forall(m => m.contains("END_STORES") && m.contains(s"pid $frozen")),
-      s"the failures do not say why: ${outcome.failures}")
+    expect(outcome.failures.forall(m => m.contains("END_STORES for 2 stores") &&
+      m.contains(s"pid $frozen")), s"the failures do not say why: ${outcome.failures}")
     expect(Seq(p0, p1, p2).forall(_.currentConnection.isEmpty), "an ended store kept its connection")
     expect(replayedByTheNext(frozenRoot, 1) == 0, "the sound worker's store has no final snapshot")
 
