@@ -5,6 +5,8 @@ recording the run in the result store adds.
     python -m benchmarks.query_end --quick    # 100k keys, 1 repeat
     python -m benchmarks.query_end --master "local-cluster[2,1,2048]"  # two executor JVMs
     python -m benchmarks.query_end --partitions 200   # Spark's default: 200 stores to end
+    python -m benchmarks.query_end --providers pyrocks \
+        --store-option snapshotWhenIdleSeconds=0.25  # ours alone, with an option of ours
 
 Per provider (ours, Spark's RocksDB provider, Spark's HDFS provider; they take turns at
 running first) and repeat, in a process and SparkSession of its own (`benchmarks/child.py`:
@@ -61,6 +63,7 @@ from benchmarks.macro import (
     file_stream,
     in_turn,
     insert_then_update,
+    split,
     write_batches,
 )
 from state_store.results import FileSystemResultStore, run_once
@@ -197,7 +200,8 @@ def tables_for(keys: int) -> list[Any]:
     return insert_then_update(keys, 4, 3, UPDATES_PER_BATCH, seed=7)
 
 
-def child_session(master: str, work: Path, partitions: int) -> Any:
+def child_session(master: str, work: Path, partitions: int,
+                  store_options: dict[str, str]) -> Any:
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master(master).appName("pyrocks-query-end")
@@ -206,8 +210,8 @@ def child_session(master: str, work: Path, partitions: int) -> Any:
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.memory", "6g"))
-    spark = configure(builder, localDir=str(work / "pool"),
-                      resultStore=str(work / "results")).getOrCreate()
+    spark = configure(builder, localDir=str(work / "pool"), resultStore=str(work / "results"),
+                      **store_options).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -218,7 +222,7 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     work = Path(spec["work"])
     work.mkdir(parents=True)
     tables = tables_for(spec["keys"])
-    spark = child_session(spec["master"], work, spec["partitions"])
+    spark = child_session(spec["master"], work, spec["partitions"], spec["store_options"])
     try:
         if spec["provider"] is None:
             return measure_recording(spark, tables, work, spec["repeats"], str(work / "results"))
@@ -250,14 +254,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="e.g. local-cluster[2,1,2048]: a restart must find its executors")
     parser.add_argument("--partitions", type=int, default=PARTITIONS,
                         help="shuffle partitions: the stores each stop ends (Spark's default: 200)")
+    parser.add_argument("--providers", default=",".join(NAMES),
+                        help=f"comma-separated subset of {','.join(NAMES)}")
+    parser.add_argument("--store-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an option of ours (state_store.options, e.g. "
+                             "snapshotWhenIdleSeconds=0.25) for every run; repeatable")
     args = parser.parse_args(argv)
+    names = split(args.providers)
+    unknown = set(names) - set(NAMES)
+    if unknown:
+        parser.error(f"--providers: unknown {', '.join(sorted(unknown))}")
+    store_options = dict(option.partition("=")[::2] for option in args.store_option)
     keys = args.keys or (100_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
     work = Path(tempfile.mkdtemp(prefix="pyrocks-query-end-"))
     try:
         spec = {"keys": keys, "repeats": repeats, "master": args.master,
-                "partitions": args.partitions}
-        providers = [p for p in PROVIDERS if p.name in NAMES and not p.changelog]
+                "partitions": args.partitions, "store_options": store_options}
+        providers = [p for p in PROVIDERS if p.name in names and not p.changelog]
         measures = {p.name: Measure(p.name) for p in providers}
         for repeat in range(repeats):
             for provider in in_turn(providers, repeat):
@@ -268,7 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     payload = {"benchmark": "query_end", "keys": keys, "repeats": repeats, "master": args.master,
-               "partitions": args.partitions, "machine": platform.platform(),
+               "partitions": args.partitions, "store_options": store_options,
+               "machine": platform.platform(),
                "measures": {name: {**asdict(m), "median": m.medians()}
                             for name, m in measures.items()},
                "recording": recording}
