@@ -264,6 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(names) - set(NAMES)
     if unknown:
         parser.error(f"--providers: unknown {', '.join(sorted(unknown))}")
+    malformed = [option for option in args.store_option if "=" not in option]
+    if malformed:
+        parser.error(f"--store-option wants NAME=VALUE, not {', '.join(malformed)}")
     store_options = dict(option.partition("=")[::2] for option in args.store_option)
     keys = args.keys or (100_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
