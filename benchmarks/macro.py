@@ -94,6 +94,7 @@ class Config:
     workloads: tuple[str, ...]
     providers: tuple[str, ...]
     rounds: int = 1  # runs of each (workload, provider), in turn (`in_turn`)
+    store_options: tuple[str, ...] = ()  # NAME=VALUE options of ours (--store-option)
 
 
 @dataclass
@@ -334,7 +335,8 @@ def build_session(cfg: Config, work_dir: Path) -> Any:
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", cfg.driver_memory))
-    spark = configure(builder, localDir=str(pool_dir)).getOrCreate()
+    spark = configure(builder, localDir=str(pool_dir),
+                      **options_of(cfg.store_options)).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -599,15 +601,33 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     parser.add_argument("--providers", default=",".join(p.name for p in PROVIDERS),
                         help="comma-separated subset of: "
                         + ",".join(p.name for p in PROVIDERS))
+    add_store_option(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.keys, args.batches, args.rounds = 20_000, 20_000, 5, 1
     cfg = Config(rows=args.rows, keys=args.keys, batches=args.batches, warmup=args.warmup,
                  seed=args.seed, timeout_s=args.timeout, driver_memory=args.driver_memory,
                  workloads=split(args.workloads), providers=split(args.providers),
-                 rounds=args.rounds)
+                 rounds=args.rounds, store_options=tuple(args.store_option))
     check(parser, cfg)
     return cfg
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an option of ours (state_store.options, e.g. "
+                             "snapshotWhenIdleSeconds=0.25) for every run; repeatable")
+
+
+def check_store_options(parser: argparse.ArgumentParser, store_options: Sequence[str]) -> None:
+    malformed = [option for option in store_options if "=" not in option]
+    if malformed:
+        parser.error(f"--store-option wants NAME=VALUE, not {', '.join(malformed)}")
+
+
+def options_of(store_options: Sequence[str]) -> dict[str, str]:
+    """--store-option's NAME=VALUE strings as `configure`'s keyword arguments."""
+    return dict(option.partition("=")[::2] for option in store_options)
 
 
 def split(text: str) -> tuple[str, ...]:
@@ -615,6 +635,7 @@ def split(text: str) -> tuple[str, ...]:
 
 
 def check(parser: argparse.ArgumentParser, cfg: Config) -> None:
+    check_store_options(parser, cfg.store_options)
     if min(cfg.rows, cfg.keys, cfg.batches, cfg.rounds) < 1 or cfg.warmup < 0:
         parser.error("--rows, --keys, --batches and --rounds must be >= 1, --warmup >= 0")
     if cfg.batches <= cfg.warmup:

@@ -60,9 +60,12 @@ from benchmarks.child import answered, run_module_child
 from benchmarks.macro import (
     PROVIDERS,
     Provider,
+    add_store_option,
+    check_store_options,
     file_stream,
     in_turn,
     insert_then_update,
+    options_of,
     split,
     write_batches,
 )
@@ -256,18 +259,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="shuffle partitions: the stores each stop ends (Spark's default: 200)")
     parser.add_argument("--providers", default=",".join(NAMES),
                         help=f"comma-separated subset of {','.join(NAMES)}")
-    parser.add_argument("--store-option", action="append", default=[], metavar="NAME=VALUE",
-                        help="an option of ours (state_store.options, e.g. "
-                             "snapshotWhenIdleSeconds=0.25) for every run; repeatable")
+    add_store_option(parser)
     args = parser.parse_args(argv)
     names = split(args.providers)
     unknown = set(names) - set(NAMES)
     if unknown:
         parser.error(f"--providers: unknown {', '.join(sorted(unknown))}")
-    malformed = [option for option in args.store_option if "=" not in option]
-    if malformed:
-        parser.error(f"--store-option wants NAME=VALUE, not {', '.join(malformed)}")
-    store_options = dict(option.partition("=")[::2] for option in args.store_option)
+    check_store_options(parser, args.store_option)
+    store_options = options_of(args.store_option)
     keys = args.keys or (100_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
     work = Path(tempfile.mkdtemp(prefix="pyrocks-query-end-"))
