@@ -94,7 +94,8 @@ class Config:
     workloads: tuple[str, ...]
     providers: tuple[str, ...]
     rounds: int = 1  # runs of each (workload, provider), in turn (`in_turn`)
-    store_options: tuple[str, ...] = ()  # NAME=VALUE options of ours (--store-option)
+    # Options of ours for every run (--store-option), as `configure` takes them.
+    store_options: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -335,8 +336,7 @@ def build_session(cfg: Config, work_dir: Path) -> Any:
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", cfg.driver_memory))
-    spark = configure(builder, localDir=str(pool_dir),
-                      **options_of(cfg.store_options)).getOrCreate()
+    spark = configure(builder, localDir=str(pool_dir), **cfg.store_options).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -608,7 +608,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     cfg = Config(rows=args.rows, keys=args.keys, batches=args.batches, warmup=args.warmup,
                  seed=args.seed, timeout_s=args.timeout, driver_memory=args.driver_memory,
                  workloads=split(args.workloads), providers=split(args.providers),
-                 rounds=args.rounds, store_options=tuple(args.store_option))
+                 rounds=args.rounds, store_options=store_options(parser, args.store_option))
     check(parser, cfg)
     return cfg
 
@@ -619,15 +619,12 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
                              "snapshotWhenIdleSeconds=0.25) for every run; repeatable")
 
 
-def check_store_options(parser: argparse.ArgumentParser, store_options: Sequence[str]) -> None:
-    malformed = [option for option in store_options if "=" not in option]
+def store_options(parser: argparse.ArgumentParser, given: Sequence[str]) -> dict[str, str]:
+    """--store-option's NAME=VALUE strings as `configure`'s keyword arguments."""
+    malformed = [option for option in given if "=" not in option]
     if malformed:
         parser.error(f"--store-option wants NAME=VALUE, not {', '.join(malformed)}")
-
-
-def options_of(store_options: Sequence[str]) -> dict[str, str]:
-    """--store-option's NAME=VALUE strings as `configure`'s keyword arguments."""
-    return dict(option.partition("=")[::2] for option in store_options)
+    return dict(option.partition("=")[::2] for option in given)
 
 
 def split(text: str) -> tuple[str, ...]:
@@ -635,7 +632,6 @@ def split(text: str) -> tuple[str, ...]:
 
 
 def check(parser: argparse.ArgumentParser, cfg: Config) -> None:
-    check_store_options(parser, cfg.store_options)
     if min(cfg.rows, cfg.keys, cfg.batches, cfg.rounds) < 1 or cfg.warmup < 0:
         parser.error("--rows, --keys, --batches and --rounds must be >= 1, --warmup >= 0")
     if cfg.batches <= cfg.warmup:

@@ -61,12 +61,11 @@ from benchmarks.macro import (
     PROVIDERS,
     Provider,
     add_store_option,
-    check_store_options,
     file_stream,
     in_turn,
     insert_then_update,
-    options_of,
     split,
+    store_options,
     write_batches,
 )
 from state_store.results import FileSystemResultStore, run_once
@@ -203,8 +202,7 @@ def tables_for(keys: int) -> list[Any]:
     return insert_then_update(keys, 4, 3, UPDATES_PER_BATCH, seed=7)
 
 
-def child_session(master: str, work: Path, partitions: int,
-                  store_options: dict[str, str]) -> Any:
+def child_session(master: str, work: Path, partitions: int, options: dict[str, str]) -> Any:
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master(master).appName("pyrocks-query-end")
@@ -214,7 +212,7 @@ def child_session(master: str, work: Path, partitions: int,
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.memory", "6g"))
     spark = configure(builder, localDir=str(work / "pool"), resultStore=str(work / "results"),
-                      **store_options).getOrCreate()
+                      **options).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -265,14 +263,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(names) - set(NAMES)
     if unknown:
         parser.error(f"--providers: unknown {', '.join(sorted(unknown))}")
-    check_store_options(parser, args.store_option)
-    store_options = options_of(args.store_option)
+    options = store_options(parser, args.store_option)
     keys = args.keys or (100_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
     work = Path(tempfile.mkdtemp(prefix="pyrocks-query-end-"))
     try:
         spec = {"keys": keys, "repeats": repeats, "master": args.master,
-                "partitions": args.partitions, "store_options": store_options}
+                "partitions": args.partitions, "store_options": options}
         providers = [p for p in PROVIDERS if p.name in names and not p.changelog]
         measures = {p.name: Measure(p.name) for p in providers}
         for repeat in range(repeats):
@@ -284,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     payload = {"benchmark": "query_end", "keys": keys, "repeats": repeats, "master": args.master,
-               "partitions": args.partitions, "store_options": store_options,
+               "partitions": args.partitions, "store_options": options,
                "machine": platform.platform(),
                "measures": {name: {**asdict(m), "median": m.medians()}
                             for name, m in measures.items()},

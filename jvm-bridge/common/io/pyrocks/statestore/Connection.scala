@@ -90,8 +90,8 @@ final class Connection(
    * watchdog has claimed it: whoever moves it off a start time owns the outcome. */
   private val startedAt = new AtomicLong(Idle)
   @volatile private var inFlight: Byte = 0
-  @volatile private var allowedNanos: Long = timeoutNanos // the deadline of the exchange in flight
-  @volatile private var storesInFlight = 1 // the stores the exchange in flight serves
+  /** The stores the exchange in flight serves: each has a deadline (`allowedNanos`). */
+  @volatile private var storesInFlight = 1
   /** The worker's number for this connection's session, from OPEN's answer (END_STORES
    * names sessions by it); set by the provider once the store is open. */
   @volatile private[statestore] var session: Long = 0L
@@ -195,8 +195,7 @@ final class Connection(
   private def exchange[T](kind: Byte, stores: Int = 1)(body: => T): T = {
     broken.foreach(reason => throw new WorkerFailedException(reason))
     inFlight = kind
-    storesInFlight = stores
-    allowedNanos = timeoutNanos * stores // before the start: the watchdog reads the start first
+    storesInFlight = stores // before the start: the watchdog reads the start first
     val start = System.nanoTime()
     startedAt.set(start)
     val result = try body catch {
@@ -239,6 +238,9 @@ final class Connection(
     s"pyrocks worker ${worker.index} (pid ${worker.pid}) did not answer ${name(kind)} for " +
       s"$subject within ${allowedNanos / 1000000000L} s (${LaunchOptions.Prefix}" +
       "requestTimeoutSeconds); the worker was killed and is replaced at the next connection"
+
+  /** How long the exchange in flight may take. */
+  private def allowedNanos: Long = timeoutNanos * storesInFlight
 
   /** Whom the exchange in flight serves, for its failures: this connection's store, or the
    * count of stores a request on its connection ends (each failure line of theirs starts
