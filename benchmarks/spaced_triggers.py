@@ -4,6 +4,8 @@ spends, batch by batch.
 
     python -m benchmarks.spaced_triggers             # 1M keys, 3 repeats
     python -m benchmarks.spaced_triggers --quick     # 100k keys, 1 repeat
+    python -m benchmarks.spaced_triggers --trigger-seconds 1.5 \
+        --store-option snapshotWhenIdleSeconds=0.25  # another trigger; an option of ours
 
 Ours takes a store's snapshot once it has been idle `snapshotWhenIdleSeconds` (1 s) after a
 commit (runtime/idle_snapshots.py), so that `stop()` has no final snapshot left to take.
@@ -15,7 +17,9 @@ and what compressing our changelogs saves and costs (`pyrocks-uncompressed`: non
 Per provider and repeat (the providers take turns at going first), in a process, JVM and
 worker pool of its own (`benchmarks/child.py`; local[2], 4 shuffle partitions): a
 `groupBy(key)` sum over Parquet input, one file per batch (the first inserts every key,
-each later one updates UPDATES_PER_BATCH random keys), trigger every TRIGGER_SECONDS. After
+each later one updates UPDATES_PER_BATCH random keys), trigger every TRIGGER_SECONDS (or
+--trigger-seconds); --store-option NAME=VALUE sets an option of ours for each of our runs,
+under the options a variant sets. After
 the last batch and one more trigger interval, before `stop()`: the files and bytes under
 the checkpoint's `state/` (nothing is old enough for any provider to delete yet), and the
 CPU the driver JVM and its workers used for the whole run. Batch times are medians of the
@@ -41,10 +45,12 @@ from benchmarks.child import answered, run_module_child
 from benchmarks.macro import (
     OURS,
     PROVIDERS,
+    add_store_option,
     file_stream,
     in_turn,
     insert_then_update,
     select_provider,
+    store_options,
     write_batches,
 )
 from state_store.spark import configure
@@ -83,7 +89,8 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
 
     name, work, batches = spec["provider"], Path(spec["work"]), spec["batches"]
     provider, extra = VARIANTS.get(name, (name, {}))
-    options = {"localDir": str(work / "pool"), **extra}
+    options = {"localDir": str(work / "pool"), **spec["store_options"], **extra}
+    trigger_seconds = spec["trigger_seconds"]
     builder = (SparkSession.builder.master("local[2]").appName("pyrocks-spaced-triggers")
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.ui.enabled", "false")
@@ -96,14 +103,14 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
              .groupBy("key").agg(F.sum("value").alias("t"))
              .writeStream.outputMode("update").format("noop")
              .option("checkpointLocation", str(checkpoint))
-             .trigger(processingTime=f"{TRIGGER_SECONDS} seconds").start())
+             .trigger(processingTime=f"{trigger_seconds} seconds").start())
     with_input: list[Any] = []
     while len(with_input) < batches:
         if query.exception() is not None:
             raise RuntimeError(f"{name}: {query.exception()}")
         time.sleep(0.2)
         with_input = [p for p in query.recentProgress if p.numInputRows > 0]
-    time.sleep(TRIGGER_SECONDS)  # the last batch's idle interval, as the others had
+    time.sleep(trigger_seconds)  # the last batch's idle interval, as the others had
     jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
     cpu = procfs.cpu_seconds(jvm) + sum(map(procfs.cpu_seconds, procfs.workers_of(jvm)))
     files, size = state_footprint(checkpoint / "state")
@@ -113,10 +120,21 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
                             statistics.median(p.batchDuration for p in with_input[1:])))
 
 
-def measure(names: Sequence[str], keys: int, batches: int, repeats: int,
+@dataclass(frozen=True)
+class Run:
+    """What every provider's run shares."""
+
+    keys: int
+    batches: int
+    trigger_seconds: float
+    store_options: dict[str, str]  # ours only: `configure`'s keyword arguments
+
+
+def measure(names: Sequence[str], run: Run, repeats: int,
             scratch: Path) -> dict[str, list[Footprint]]:
     input_dir = scratch / "input"
-    write_batches(input_dir, insert_then_update(keys, 1, batches - 1, UPDATES_PER_BATCH, 7))
+    write_batches(input_dir, insert_then_update(run.keys, 1, run.batches - 1,
+                                                UPDATES_PER_BATCH, 7))
     runs: dict[str, list[Footprint]] = {name: [] for name in names}
     for repeat in range(repeats):
         for name in in_turn(list(names), repeat):
@@ -124,7 +142,9 @@ def measure(names: Sequence[str], keys: int, batches: int, repeats: int,
             answer, error = run_module_child(
                 "benchmarks.spaced_triggers",
                 {"provider": name, "work": str(work), "input": str(input_dir),
-                 "batches": batches}, 900.0)
+                 "batches": run.batches, "trigger_seconds": run.trigger_seconds,
+                 "store_options": run.store_options if name.startswith(OURS) else {}},
+                900.0)
             shutil.rmtree(work, ignore_errors=True)
             if answer is None:
                 raise RuntimeError(f"{name}, repeat {repeat}: {error}")
@@ -140,11 +160,13 @@ def summary(runs: dict[str, list[Footprint]]) -> dict[str, dict[str, float]]:
             for name, found in runs.items() if found}
 
 
-def render(medians: dict[str, dict[str, float]], batches: int) -> str:
+def render(medians: dict[str, dict[str, float]], run: Run) -> str:
     lines = [f"{'provider':<26}{'files':>8}{'MB':>9}{'CPU s':>8}{'batch ms':>10}",
              *(f"{name:<26}{m['files']:>8.0f}{m['bytes'] / 2**20:>9.1f}{m['cpu_s']:>8.1f}"
                f"{m['batch_ms']:>10.0f}" for name, m in medians.items())]
-    return "\n".join([f"{batches} batches, a trigger every {TRIGGER_SECONDS} s:", *lines])
+    options = "".join(f", {k}={v}" for k, v in run.store_options.items())
+    return "\n".join([f"{run.batches} batches, a trigger every {run.trigger_seconds} s{options}:",
+                      *lines])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -156,22 +178,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=9, help="the first inserts every key")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--providers", default=",".join(NAMES))
+    parser.add_argument("--trigger-seconds", type=float, default=TRIGGER_SECONDS)
+    add_store_option(parser)
     args = parser.parse_args(argv)
     keys, repeats = (100_000, 1) if args.quick else (args.keys, args.repeats)
     names = [n for n in args.providers.split(",") if n]
     if unknown := [n for n in names if n not in NAMES]:
         parser.error(f"unknown provider {', '.join(unknown)}; known: {', '.join(NAMES)}")
-    if args.batches < 2 or repeats < 1:
-        parser.error("--batches must be at least 2 and --repeats at least 1")
+    if args.batches < 2 or repeats < 1 or args.trigger_seconds <= 0:
+        parser.error("--batches must be at least 2, --repeats at least 1 and "
+                     "--trigger-seconds above 0")
+    run = Run(keys, args.batches, args.trigger_seconds,
+              store_options(parser, args.store_option))
     with tempfile.TemporaryDirectory(prefix="pyrocks-spaced-") as scratch:
-        runs = measure(names, keys, args.batches, repeats, Path(scratch))
+        runs = measure(names, run, repeats, Path(scratch))
     medians = summary(runs)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"keys": keys, "batches": args.batches,
-                                   "trigger_seconds": TRIGGER_SECONDS, "medians": medians,
+    RESULTS.write_text(json.dumps({**asdict(run), "medians": medians,
                                    "runs": {n: [asdict(r) for r in rs] for n, rs in runs.items()}},
                                   indent=2) + "\n")
-    print(render(medians, args.batches))
+    print(render(medians, run))
     return 0
 
 

@@ -113,7 +113,7 @@ def test_scale_takes_the_median_over_repeats_and_pairs_them(tmp_path: Path) -> N
 def test_spaced_triggers_counts_the_state_files_and_takes_medians(tmp_path: Path) -> None:
     """Every file under `state/`, at any depth, counts with its bytes; each figure's median
     is over the provider's repeats, and the table shows each provider's."""
-    from benchmarks.spaced_triggers import Footprint, render, state_footprint, summary
+    from benchmarks.spaced_triggers import Footprint, Run, render, state_footprint, summary
 
     (tmp_path / "0" / "default").mkdir(parents=True)
     (tmp_path / "0" / "default" / "1.changelog").write_bytes(b"x" * 300)
@@ -130,6 +130,29 @@ def test_spaced_triggers_counts_the_state_files_and_takes_medians(tmp_path: Path
                                    "batch_ms": 800},
                        "spark-hdfs": {"files": 4, "bytes": 2**20, "cpu_s": 3.0,
                                       "batch_ms": 600}}
-    table = render(medians, 9).splitlines()
+    table = render(medians, Run(100_000, 9, 1.5, {"snapshotWhenIdleSeconds": "0.25"})
+                   ).splitlines()
+    assert table[0] == "9 batches, a trigger every 1.5 s, snapshotWhenIdleSeconds=0.25:"
     assert table[2].split() == ["pyrocks", "20", "20.0", "7.0", "800"]
     assert table[3].split() == ["spark-hdfs", "4", "1.0", "3.0", "600"]
+
+
+@pytest.mark.parametrize("module", ["macro", "query_end", "spaced_triggers"])
+def test_store_options_are_parsed_the_same_by_each_module_that_takes_them(
+        module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--store-option NAME=VALUE becomes `configure`'s keyword argument (a value may hold
+    '='); one without '=' is refused by name before anything runs."""
+    import argparse
+
+    from benchmarks.macro import add_store_option, store_options
+
+    parser = argparse.ArgumentParser()
+    add_store_option(parser)
+    given = parser.parse_args(["--store-option", "snapshotWhenIdleSeconds=0.25",
+                               "--store-option", "rootOptions={\"a\": \"b=c\"}"]).store_option
+    assert store_options(parser, given) == {"snapshotWhenIdleSeconds": "0.25",
+                                            "rootOptions": '{"a": "b=c"}'}
+    with pytest.raises(SystemExit):
+        importlib.import_module(f"benchmarks.{module}").main(
+            ["--store-option", "snapshotWhenIdleSeconds"])
+    assert "--store-option wants NAME=VALUE, not snapshotWhenIdleSeconds" in capsys.readouterr().err
