@@ -228,7 +228,8 @@ SPECS: tuple[OptionSpec, ...] = (
                "seconds >= 0 (or a duration: 500ms)",
                "A store that stays this long without a request after a commit snapshots that "
                "version in the background: the final snapshot, taken before stop() asks for "
-               "it (0: never; finishing the store takes it)."),
+               "it (0: never; finishing the store takes it). Only the four stores of a worker "
+               "that committed last wait this long; older ones wait 0.25 s at most."),
     OptionSpec("maxReplayVersions", "max_replay_versions", _positive_int, "50",
                "an integer >= 1", "Bound on changelogs replayed at load: a commit that would "
                "exceed it waits for (or takes) a snapshot."),

@@ -190,3 +190,46 @@ def test_the_worker_thread_takes_it_on_real_time(tmp_path: Path) -> None:
             break
         done.wait(0.05)
     assert done.is_set(), "the idle store was never snapshotted"
+
+
+def test_beyond_the_most_waiting_the_oldest_commits_are_snapshotted_after_the_short_wait(
+        tmp_path: Path) -> None:
+    """A worker with many stores (200 shuffle partitions): at most `most_waiting` sessions
+    wait the full delay, the ones that committed last; the older ones are snapshotted once
+    idle `hurried_s`, so a stop right after a batch finds few final snapshots left."""
+    clock = Clock()
+    idle = IdleSnapshots(clock, start=False, most_waiting=2, hurried_s=0.25)
+    sessions = [session_with_store(tmp_path / name, idle) for name in "abcd"]
+    for session in sessions:  # full delay 1 s each; a commit every 0.1 s
+        commit(session, clock, 1)
+        clock.now += 0.1
+    clock.now = 0.40  # a idle 0.4 s, b 0.3 s, c 0.2 s, d 0.1 s
+    idle.visit_due()
+    assert [snapshots(s) for s in sessions] == [[1], [1], [], []]
+    assert idle.pending() == 2
+    clock.now = 0.99  # c's full delay is not over
+    idle.visit_due()
+    assert [snapshots(s) for s in sessions] == [[1], [1], [], []]
+    clock.now = 1.31
+    idle.visit_due()
+    assert [snapshots(s) for s in sessions] == [[1], [1], [1], [1]]
+    assert idle.pending() == 0
+
+
+def test_a_commit_makes_its_session_the_newest_again(tmp_path: Path) -> None:
+    """The sessions that wait the full delay are the ones whose commit is newest: a session
+    hurried before commits again and waits the full delay, the one now oldest is hurried."""
+    clock = Clock()
+    idle = IdleSnapshots(clock, start=False, most_waiting=1, hurried_s=0.25)
+    a, b = (session_with_store(tmp_path / name, idle) for name in "ab")
+    commit(a, clock, 1)
+    clock.now = 0.1
+    commit(b, clock, 1)  # a is hurried now
+    clock.now = 0.2
+    commit(a, clock, 2)  # the newest again; b is the oldest
+    clock.now = 0.46
+    idle.visit_due()
+    assert (snapshots(a), snapshots(b)) == ([], [1])
+    clock.now = 1.21
+    idle.visit_due()
+    assert (snapshots(a), snapshots(b)) == ([2], [1])

@@ -7,11 +7,20 @@ before: nothing came after its last commit. So a store that has had no request f
 `snapshotWhenIdleSeconds` after a commit starts that version's snapshot in the background
 then, and the finish at `stop()` has nothing left to write.
 
+What a `stop()` right after a batch still has to write is the stores that committed within
+that delay of it. A worker holding a few stores (8 shuffle partitions) has all of them
+there whatever the delay, while a batch of 200 stores on two workers commits over its whole
+length, so a delay of a second left dozens a worker. A short delay for every store would
+snapshot every version of batches that follow each other, and each flush feeds RocksDB's
+compactions. So the delay is shortened for the oldest only: at most `most_waiting` sessions
+of a worker wait the full delay; the others, the ones whose commit is oldest, are
+snapshotted once idle `hurried_s`.
+
 One thread per worker keeps one deadline per session that committed a version not yet
 snapshotted. At its deadline a session is idle only if its last request is that long ago
 and none is being served (its lock is free); otherwise the deadline moves to when it could
-be. The engine says whether anything is left to snapshot; if not, the deadline is dropped
-(the next commit sets one again).
+be. The engine says whether anything is left to snapshot; if not, the session is disarmed
+(the next commit arms it again).
 """
 
 from __future__ import annotations
@@ -21,7 +30,11 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
+
+MOST_WAITING = 4
+HURRIED_S = 0.25
 
 
 class IdleCandidate(Protocol):
@@ -35,14 +48,26 @@ class IdleCandidate(Protocol):
         ...
 
 
+@dataclass
+class _Armed:
+    """A session with a committed version not yet snapshotted."""
+
+    deadline: float  # its one current entry in the heap: any other entry of it is stale
+    wait: float  # how long it must be idle: the store's delay, or `hurried_s`
+
+
 class IdleSnapshots:
     """The deadlines of a worker's sessions; `start=False` (tests) leaves visiting the due
     ones to `visit_due`, on the caller's clock."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, start: bool = True) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, start: bool = True,
+                 most_waiting: int = MOST_WAITING, hurried_s: float = HURRIED_S) -> None:
         self._clock = clock
-        self._due: list[tuple[float, int, float, IdleCandidate]] = []
-        self._armed: set[IdleCandidate] = set()  # sessions with a deadline: one each
+        self._most_waiting = most_waiting
+        self._hurried_s = hurried_s
+        self._due: list[tuple[float, int, IdleCandidate]] = []
+        # In the order of their last commits, oldest first: a commit moves its session last.
+        self._armed: dict[IdleCandidate, _Armed] = {}
         self._order = itertools.count()  # ties on the deadline never compare sessions
         self._changed = threading.Condition()
         if start:
@@ -50,17 +75,19 @@ class IdleSnapshots:
 
     def committed(self, session: IdleCandidate, idle_seconds: float) -> None:
         """`session` just committed (its lock held): snapshot it once idle `idle_seconds`
-        (0: never)."""
+        (0: never), or sooner once `most_waiting` sessions committed after it."""
         if idle_seconds <= 0:
             return
         with self._changed:
-            if session not in self._armed:
-                self._armed.add(session)
-                self._push(self._clock() + idle_seconds, idle_seconds, session)
+            self._armed.pop(session, None)
+            armed = self._armed[session] = _Armed(0.0, idle_seconds)
+            self._schedule(session, armed, self._clock() + idle_seconds)
+            self._hurry_the_oldest()
 
     def pending(self) -> int:
+        """Sessions with a committed version not yet snapshotted."""
         with self._changed:
-            return len(self._due)
+            return len(self._armed)
 
     def visit_due(self) -> None:
         """Visits every session whose deadline has passed."""
@@ -68,8 +95,11 @@ class IdleSnapshots:
             with self._changed:
                 if not self._due or self._due[0][0] > self._clock():
                     return
-                _, _, idle_seconds, session = heapq.heappop(self._due)
-            self._visit(session, idle_seconds)
+                deadline, _, session = heapq.heappop(self._due)
+                armed = self._armed.get(session)
+                if armed is None or armed.deadline != deadline:
+                    continue  # stale: committed again, hurried, or snapshotted since
+            self._visit(session, armed)
 
     def _run(self) -> None:
         while True:
@@ -78,24 +108,38 @@ class IdleSnapshots:
                     self._changed.wait(self._due[0][0] - self._clock() if self._due else None)
             self.visit_due()
 
-    def _push(self, deadline: float, idle_seconds: float, session: IdleCandidate) -> None:
-        heapq.heappush(self._due, (deadline, next(self._order), idle_seconds, session))
+    def _hurry_the_oldest(self) -> None:
+        """Invariant: at most `most_waiting` armed sessions wait longer than `hurried_s`,
+        the ones that committed last (a commit arms its session anew, unhurried)."""
+        excess = len(self._armed) - self._most_waiting
+        for session, armed in itertools.islice(self._armed.items(), max(excess, 0)):
+            if armed.wait > self._hurried_s:
+                armed.wait = self._hurried_s
+                self._schedule(session, armed, min(armed.deadline,
+                                                   session.last_request + armed.wait))
+
+    def _schedule(self, session: IdleCandidate, armed: _Armed, deadline: float) -> None:
+        armed.deadline = deadline
+        heapq.heappush(self._due, (deadline, next(self._order), session))
         self._changed.notify()
 
-    def _visit(self, session: IdleCandidate, idle_seconds: float) -> None:
+    def _visit(self, session: IdleCandidate, armed: _Armed) -> None:
         if not session.lock.acquire(blocking=False):  # serving a request: not idle now
             with self._changed:
-                self._push(self._clock() + idle_seconds, idle_seconds, session)
+                self._schedule(session, armed, self._clock() + armed.wait)
             return
         try:  # under the session's lock, so a commit cannot slip between look and (dis)arm
-            quiet_until = session.last_request + idle_seconds
+            wait = armed.wait
+            quiet_until = session.last_request + wait
             if self._clock() >= quiet_until:
                 quiet_until = None if session.snapshot_when_idle() \
-                    else self._clock() + idle_seconds  # an upload in flight: look again later
+                    else self._clock() + wait  # an upload in flight: look again later
             with self._changed:
                 if quiet_until is None:
-                    self._armed.discard(session)
+                    del self._armed[session]
+                elif armed.wait < wait:  # hurried meanwhile: look again with the new wait
+                    self._schedule(session, armed, self._clock())
                 else:
-                    self._push(quiet_until, idle_seconds, session)
+                    self._schedule(session, armed, quiet_until)
         finally:
             session.lock.release()
