@@ -19,7 +19,8 @@ says otherwise, 8 shuffle partitions unless --partitions does), on a fresh check
             waiting for data). Ours finishes every store before it returns (final
             snapshot of the last committed version; the workers remove the working
             copies behind the answer: runtime/teardown.py), and a store
-            idle for snapshotWhenIdleSeconds (1 s) took that snapshot already; Spark's
+            idle for snapshotWhenIdleSeconds (1 s; 0.25 s but for the four of a worker that
+            committed last) took that snapshot already; Spark's
             providers leave theirs to their next maintenance round.
   restart   one more file (20k updates), then the query again on the same checkpoint with
             `Trigger.AvailableNow`: `start()` to `awaitTermination()` returning, and its
