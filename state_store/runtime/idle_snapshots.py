@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-MOST_WAITING = 4
+MOST_WAITING = 4  # a worker's share of 8 shuffle partitions on two task slots: all of it
 HURRIED_S = 0.25
 
 
