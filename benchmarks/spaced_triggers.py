@@ -50,6 +50,7 @@ from benchmarks.macro import (
     in_turn,
     insert_then_update,
     select_provider,
+    split,
     store_options,
     write_batches,
 )
@@ -89,7 +90,8 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
 
     name, work, batches = spec["provider"], Path(spec["work"]), spec["batches"]
     provider, extra = VARIANTS.get(name, (name, {}))
-    options = {"localDir": str(work / "pool"), **spec["store_options"], **extra}
+    ours = spec["store_options"] if provider == OURS else {}
+    options = {"localDir": str(work / "pool"), **ours, **extra}
     trigger_seconds = spec["trigger_seconds"]
     builder = (SparkSession.builder.master("local[2]").appName("pyrocks-spaced-triggers")
                .config("spark.sql.shuffle.partitions", "4")
@@ -143,8 +145,7 @@ def measure(names: Sequence[str], run: Run, repeats: int,
                 "benchmarks.spaced_triggers",
                 {"provider": name, "work": str(work), "input": str(input_dir),
                  "batches": run.batches, "trigger_seconds": run.trigger_seconds,
-                 "store_options": run.store_options if name.startswith(OURS) else {}},
-                900.0)
+                 "store_options": run.store_options}, 900.0)
             shutil.rmtree(work, ignore_errors=True)
             if answer is None:
                 raise RuntimeError(f"{name}, repeat {repeat}: {error}")
@@ -182,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_store_option(parser)
     args = parser.parse_args(argv)
     keys, repeats = (100_000, 1) if args.quick else (args.keys, args.repeats)
-    names = [n for n in args.providers.split(",") if n]
+    names = split(args.providers)
     if unknown := [n for n in names if n not in NAMES]:
         parser.error(f"unknown provider {', '.join(unknown)}; known: {', '.join(NAMES)}")
     if args.batches < 2 or repeats < 1 or args.trigger_seconds <= 0:
