@@ -300,8 +300,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25, help="frames listed per table")
     parser.add_argument("--driver-memory", default="8g")
     parser.add_argument("--out", default="profile-out", help="where the raw profiles go")
-    run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    missing = missing_profilers(args.provider)
+    if missing:  # found before the fill, not after minutes of it
+        parser.error(f"{' and '.join(missing)} not found on PATH: the JVM's recording needs "
+                     "a JDK's jcmd, the workers' sampling `pip install py-spy`")
+    run(args)
     return 0
+
+
+def missing_profilers(provider: str) -> list[str]:
+    """The profilers a run of `provider` needs that this machine lacks (`perf` is optional:
+    without it the workers' CPU is not broken down by library)."""
+    needed = ["jcmd"] + (["py-spy"] if provider == "pyrocks" else [])
+    return [tool for tool in needed if shutil.which(tool) is None]
 
 
 if __name__ == "__main__":

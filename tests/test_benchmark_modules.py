@@ -156,3 +156,17 @@ def test_store_options_are_parsed_the_same_by_each_module_that_takes_them(
         importlib.import_module(f"benchmarks.{module}").main(
             ["--store-option", "snapshotWhenIdleSeconds"])
     assert "--store-option wants NAME=VALUE, not snapshotWhenIdleSeconds" in capsys.readouterr().err
+
+
+def test_profile_refuses_to_start_without_its_profilers(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A profile of ours needs py-spy and jcmd: one missing is named before the state is
+    filled (that takes minutes), not found when the profilers attach; `noop` needs no
+    py-spy (no workers)."""
+    from benchmarks import profile
+
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(SystemExit):
+        profile.main(["--workload", "join", "--keys", "1k"])
+    assert "jcmd and py-spy not found on PATH" in capsys.readouterr().err
+    assert profile.missing_profilers("noop") == ["jcmd"]
