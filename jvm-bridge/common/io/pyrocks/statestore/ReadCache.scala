@@ -1,6 +1,6 @@
 package io.pyrocks.statestore
 
-import java.util.concurrent.atomic.AtomicLong
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 
 /**
  * Answers gets in the JVM, saving the round trip to the worker, and stays exactly equal to
@@ -250,6 +250,7 @@ final class ReadCache(val budget: CacheBudget,
   }
 
   private def evictOldest(): Boolean = entries.evictOldest() && {
+    budget.outgrown()
     complete = false
     writesSeen += 1 // a scan in flight must not learn a listing from before the eviction
     true
@@ -280,7 +281,7 @@ final class ReadCache(val budget: CacheBudget,
   /** The filter is worth more than the entries (it outlives them by design): they make room
    * for it if nothing else can. */
   private def growFilter(f: KeyFilter): Boolean = f.growthBytes.exists { n =>
-    val fits = reserve(n) || { clear(); reserve(n) }
+    val fits = reserve(n) || { budget.outgrown(); clear(); reserve(n) }
     if (fits) {
       f.grow()
       filterBytes += n
@@ -304,8 +305,12 @@ final class ReadCache(val budget: CacheBudget,
     }
   }
 
-  private def reserve(n: Long): Boolean =
-    budget.reserve(n) || { reclaimedEntries += budget.reclaim(n, this); budget.reserve(n) }
+  private def reserve(n: Long): Boolean = budget.reserve(n) || {
+    val emptied = budget.reclaim(n, this)
+    if (emptied > 0) budget.outgrown()
+    reclaimedEntries += emptied
+    budget.reserve(n)
+  }
 
   /** Entries this cache's need for room pushed out: its own evicted, and those of the idle
    * caches of running queries it emptied (not parked ones: a stopped query's cache going
@@ -451,9 +456,12 @@ object ReadCache {
   }
 }
 
-/** The memory all read caches of this JVM may use together (`readCacheMB`). */
-final class CacheBudget(val limitBytes: Long) {
+/** The memory all read caches of this JVM may use together (`readCacheMB`); `warn` says
+ * when the running states first outgrow it (`outgrown`). */
+final class CacheBudget(val limitBytes: Long,
+    warn: String => Unit = CacheBudget.warnInLog) {
   private val used = new AtomicLong(0)
+  private val saidOutgrown = new AtomicBoolean(false)
   private val caches = java.util.concurrent.ConcurrentHashMap.newKeySet[ReadCache]()
 
   def reserve(n: Long): Boolean =
@@ -462,6 +470,19 @@ final class CacheBudget(val limitBytes: Long) {
   def release(n: Long): Unit = used.addAndGet(-n)
 
   def usedBytes: Long = used.get()
+
+  /**
+   * Entries of running stores' caches were pushed out for want of room: from now on their
+   * gets go to the workers, and whole-state scans stream from them every batch, several times
+   * slower at large states (docs/benchmarks.md, "State size"). The metric
+   * `pyrocks.read_cache_evictions` counts it per batch, but only where one looks, and it reads
+   * 0 in batches that merely refill what earlier ones emptied; so the executor's log says it
+   * too, once per budget (a state that outgrew the cache does so every batch).
+   */
+  def outgrown(): Unit =
+    if (!saidOutgrown.get && saidOutgrown.compareAndSet(false, true)) {
+      warn(CacheBudget.outgrownMessage(limitBytes))
+    }
 
   def register(cache: ReadCache): Unit = caches.add(cache)
 
@@ -488,7 +509,20 @@ final class CacheBudget(val limitBytes: Long) {
   }
 }
 
-object CacheBudget {
+object CacheBudget extends org.apache.spark.internal.Logging {
+  private def warnInLog(message: String): Unit = logWarning(message)
+
+  private[statestore] def outgrownMessage(limitBytes: Long): String =
+    s"pyrocks: the state stores of this executor outgrew their read cache " +
+      s"(${LaunchOptions.Prefix}readCacheMB = ${limitBytes >> 20} MiB; default a quarter of " +
+      "the heap). What does not fit is read from the state store workers: a round trip per " +
+      "get, and the whole-state scans with which joins, session windows and watermarked " +
+      "aggregations evict stream it every batch, several times slower than from the cache. " +
+      "An entry takes its key and value bytes plus about 40 (a session window about 180 " +
+      "bytes): raise readCacheMB, and the executor heap with it, to hold the state " +
+      "(docs/tuning.md, Memory). The metric pyrocks.read_cache_evictions counts the entries " +
+      "pushed out per batch. Logged once per executor."
+
   private val byLimit = scala.collection.mutable.Map.empty[Long, CacheBudget]
 
   /** One budget per JVM (per configured size: every provider of a query shares it). */

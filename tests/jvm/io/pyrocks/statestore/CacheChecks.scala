@@ -21,6 +21,7 @@ object CacheChecks {
     "a-complete-cache-answers-full-scans-of-a-prefix-family" -> completeCacheScansPrefixFamily,
     "a-cache-over-its-budget-keeps-what-it-wrote-last" -> overBudgetKeepsTheNewest,
     "evictions-count-what-a-cache-pushed-out" -> evictionsCountWhatWasPushedOut,
+    "an-outgrown-budget-is-said-once-naming-its-setting" -> outgrownBudgetSaidOnce,
     "reclaim-orders-caches-that-tasks-go-on-using" -> reclaimWhileCachesAreUsed,
     "a-walk-in-key-order-reads-ahead-and-stays-exact" -> walkInKeyOrderReadsAhead,
     "a-read-ahead-window-is-charged-and-kept-exact" -> readAheadWindowChargedAndExact,
@@ -389,6 +390,38 @@ object CacheChecks {
     expect(busy.pushedOutSinceLoad == 0, s"a new load starts at ${busy.pushedOutSinceLoad}")
   }
 
+  /** The first entries of running stores pushed out for want of room (an idle cache
+   * emptied, or a cache's own oldest) are said once per budget, naming the setting that
+   * gives more; nothing is said while everything fits, nor again. */
+  def outgrownBudgetSaidOnce(f: Fixture): Unit = {
+    import f._
+    val said = new java.util.concurrent.ConcurrentLinkedQueue[String]()
+    val budget = new CacheBudget(2L << 20, message => said.add(message))
+    val (idle, busy) = (new ReadCache(budget), new ReadCache(budget))
+    Seq(idle, busy).foreach(_.loaded(0, unchanged = false))
+    (0L until 10000L).foreach(k => idle.write(DefaultCf, rawKey(k), rawKey(k)))
+    expect(said.isEmpty, s"said while everything fits: $said")
+    var k = 0L
+    while (idle.lookup(DefaultCf, rawKey(0)).isDefined) {
+      busy.write(DefaultCf, rawKey(k), rawKey(k))
+      k += 1
+    }
+    expect(said.size == 1 &&
+      said.peek.contains(s"${LaunchOptions.Prefix}readCacheMB = 2 MiB"),
+      s"emptying an idle cache said ${said.size} time(s): $said")
+    while (busy.lookup(DefaultCf, rawKey(0)).isDefined) {
+      busy.write(DefaultCf, rawKey(k), rawKey(k))
+      k += 1
+    }
+    expect(said.size == 1, s"said again when a cache evicted its own: $said")
+    val alone = new java.util.concurrent.ConcurrentLinkedQueue[String]()
+    val one = new ReadCache(new CacheBudget(1L << 20, message => alone.add(message)))
+    one.loaded(5, unchanged = false) // a version written elsewhere: no key filter to grow
+    (0L until 100000L).foreach(k => one.write(DefaultCf, rawKey(k), rawKey(k)))
+    expect(alone.size == 1 && one.lookup(DefaultCf, rawKey(0)).isEmpty,
+      s"a lone cache evicting its oldest said ${alone.size} time(s)")
+  }
+
   /** `reclaim` orders the idle caches by when each was last used while their tasks go on
    * using them (Spark's default of 200 partitions: 200 caches). It must order them by one
    * reading of each time: sorting by times that move under the sort may find its
@@ -472,33 +505,44 @@ object CacheChecks {
   /** A write whose key the filter must grow for, the budget full: the entries make room
    * (`growFilter` clears them), and the write still lands whole, never through where it
    * found the key before the clear (it used to: an ArrayIndexOutOfBoundsException, or a
-   * record of the cleared pages marked dead, in a task's put). In both kinds of family. */
+   * record of the cleared pages marked dead, in a task's put). In both kinds of family. The
+   * clear is said (once) as the budget outgrown. */
   def writeClearingForTheFilter(f: Fixture): Unit = {
     import f._
     val prefix = Some(rawKey(7))
     for (scanPrefix <- Seq(None, prefix)) {
-      // 16 keys fill a 16-key filter; the 17th write (an update) must grow it, by 80 bytes.
+      // 16 hashes fill a 16-key filter: each key's, and in a prefix family its prefix's.
+      // Key 3 is written absent first (its entry is found, no hash is added), so the write
+      // of its value must grow the filter, by 80 bytes. (An update of a present key adds
+      // nothing: the filter has it.)
+      val keys = if (scanPrefix.isEmpty) 0L until 17L else 0L until 16L
+      val said = new java.util.concurrent.ConcurrentLinkedQueue[String]()
       def filled(limit: Long): (ReadCache, CacheBudget) = {
-        val budget = new CacheBudget(limit)
+        val budget = new CacheBudget(limit, message => said.add(message))
         val cache = new ReadCache(budget, () => new KeyFilter(16))
         cache.loaded(0, unchanged = false)
-        (0L until 16L).foreach(k => cache.write(DefaultCf, rawKey(k), new Array[Byte](900),
-          scanPrefix))
+        keys.foreach(k => cache.write(DefaultCf, rawKey(k),
+          if (k == 3) null else new Array[Byte](900), scanPrefix))
         (cache, budget)
       }
       val full = filled(64L << 20)._2.usedBytes
       val (cache, budget) = filled(full + 40) // room for less than the growth
+      expect(said.isEmpty, s"prefix $scanPrefix: an outgrown budget was said before the clear")
       val value = rawKey(99)
       cache.write(DefaultCf, rawKey(3), value, scanPrefix)
       def written(k: Long): Array[Byte] = if (k == 3) value else new Array[Byte](900)
-      val answers = (0L until 16L).map(k => k -> cache.lookup(DefaultCf, rawKey(k), scanPrefix))
+      val answers = keys.map(k => k -> cache.lookup(DefaultCf, rawKey(k), scanPrefix))
       val wrong = answers.collect {
         case (k, Some(v)) if !v.exists(_.sameElements(written(k))) => k
       }
       expect(wrong.isEmpty, s"prefix $scanPrefix: keys $wrong answered wrong after the clear")
+      expect(answers.count(_._2.isDefined) < keys.size,
+        s"prefix $scanPrefix: every key is still known: the write cleared nothing")
       expect(budget.usedBytes == cache.memoryBytes && budget.usedBytes <= full + 40,
         s"prefix $scanPrefix: the budget counts ${budget.usedBytes}, the cache holds " +
           s"${cache.memoryBytes} (limit ${full + 40})")
+      expect(said.size == 1, s"prefix $scanPrefix: entries cleared for the filter said " +
+        s"${said.size} time(s) that the budget was outgrown")
     }
   }
 
