@@ -88,11 +88,18 @@ private[statestore] object LiveProviders {
     (results, connections)
   }
 
-  /** Closes the connections of ended stores behind the answer. Each close wakes a thread of
-   * its worker, which then exits: at 200 stores, closing them as each worker answered took
-   * up to 30 ms of a stop, while the other worker's stores were still ending. */
+  /** Closes the connections of ended stores once the answer they ended for has gone out:
+   * `CloseAfterMs` later, on a thread of their own. Each close wakes a thread of its worker,
+   * which then exits. At 200 stores, closed as each worker answered, that took up to 30 ms
+   * of a stop while the other worker's stores were still ending; closed at once behind the
+   * ends, the 200 wake-ups on two cores still held up the answer and the rest of `stop()` (a
+   * JVM's first stop at 200 partitions 52-143 ms, against 32-38 with the wait:
+   * docs/benchmarks.md). Nothing waits for them: the stores are ended. */
   private def closeBehind(connections: Seq[Connection]): Unit = if (connections.nonEmpty) {
-    val closer = new Thread(() => connections.foreach(_.close()), "pyrocks-close-ended")
+    val closer = new Thread(() => {
+      try Thread.sleep(CloseAfterMs) catch { case _: InterruptedException => }
+      connections.foreach(_.close())
+    }, "pyrocks-close-ended")
     closer.setDaemon(true)
     closer.start()
   }
@@ -160,6 +167,10 @@ private[statestore] object LiveProviders {
   /** A store that failed to finish or end, with where it was and why. */
   private def failed(provider: PyRocksStateStoreProvider, why: String): String =
     s"${provider.describe} (${PyRocksStateStoreProvider.writerName}): $why"
+
+  /** How long the connections of ended stores stay open after their ends (`closeBehind`):
+   * longer than a stop takes once its stores have ended. */
+  private val CloseAfterMs = 200L
 
   /** Stores finished at once per worker (`finishHere`): more would only queue on it (a
    * final snapshot's flush releases the GIL, so a few overlap). */
