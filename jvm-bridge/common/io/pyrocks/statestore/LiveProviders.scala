@@ -93,8 +93,9 @@ private[statestore] object LiveProviders {
    * which then exits. At 200 stores, closed as each worker answered, that took up to 30 ms
    * of a stop while the other worker's stores were still ending; closed at once behind the
    * ends, the 200 wake-ups on two cores still held up the answer and the rest of `stop()` (a
-   * JVM's first stop at 200 partitions 52-143 ms, against 32-38 with the wait:
-   * docs/benchmarks.md). Nothing waits for them: the stores are ended. */
+   * JVM's first stop at 200 partitions 52-143 ms, against 30-45 with the wait:
+   * docs/benchmarks.md). Nothing waits for them: the stores are ended. (The workers hold
+   * back their working copies' removal for the same reason: runtime/teardown.py.) */
   private def closeBehind(connections: Seq[Connection]): Unit = if (connections.nonEmpty) {
     val closer = new Thread(() => {
       try Thread.sleep(CloseAfterMs) catch { case _: InterruptedException => }

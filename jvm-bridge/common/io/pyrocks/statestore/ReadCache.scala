@@ -305,12 +305,8 @@ final class ReadCache(val budget: CacheBudget,
     }
   }
 
-  private def reserve(n: Long): Boolean = budget.reserve(n) || {
-    val emptied = budget.reclaim(n, this)
-    if (emptied > 0) budget.outgrown()
-    reclaimedEntries += emptied
-    budget.reserve(n)
-  }
+  private def reserve(n: Long): Boolean =
+    budget.reserve(n) || { reclaimedEntries += budget.reclaim(n, this); budget.reserve(n) }
 
   /** Entries this cache's need for room pushed out: its own evicted, and those of the idle
    * caches of running queries it emptied (not parked ones: a stopped query's cache going
@@ -491,7 +487,7 @@ final class CacheBudget(val limitBytes: Long,
   /**
    * Empties the least recently used idle caches other than `requester` until `n` bytes fit
    * with an eighth of the budget to spare (so that this runs once in a while, not on every
-   * entry); how many entries of live (not parked) caches it emptied.
+   * entry); how many entries of live (not parked) caches it emptied (any: `outgrown`).
    */
   def reclaim(n: Long, requester: ReadCache): Long = {
     val goal = limitBytes - n - limitBytes / 8
@@ -505,6 +501,7 @@ final class CacheBudget(val limitBytes: Long,
     byAge.iterator.takeWhile(_ => used.get() > goal).foreach { cache =>
       if (ParkedCaches.unpark(cache)) cache.close() else emptied += cache.releaseIfIdle()
     }
+    if (emptied > 0) outgrown()
     emptied
   }
 }
@@ -512,7 +509,7 @@ final class CacheBudget(val limitBytes: Long,
 object CacheBudget extends org.apache.spark.internal.Logging {
   private def warnInLog(message: String): Unit = logWarning(message)
 
-  private[statestore] def outgrownMessage(limitBytes: Long): String =
+  private def outgrownMessage(limitBytes: Long): String =
     s"pyrocks: the state stores of this executor outgrew their read cache " +
       s"(${LaunchOptions.Prefix}readCacheMB = ${limitBytes >> 20} MiB; default a quarter of " +
       "the heap). What does not fit is read from the state store workers: a round trip per " +
