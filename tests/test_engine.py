@@ -17,6 +17,7 @@ from state_store.format import gc, records, seeding
 from state_store.format.manifest import manifest_path
 from state_store.format.records import EXISTED, KNOWN, Op
 from state_store.format.storage import open_storage
+from state_store.format.storage.base import Storage
 from state_store.format.store_root import StoreRoot
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
@@ -287,6 +288,17 @@ def test_gc_keeps_retained_versions_and_deletes_the_rest(tmp_path: Path) -> None
     for v in (7, 8, 9):
         fresh.load(v)
         assert contents(fresh) == expected[v]
+
+
+def test_a_local_root_lists_the_names_fsspec_lists(tmp_path: Path) -> None:
+    """LocalStorage.names, the commit path's listing, skips fsspec: same names, in order."""
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=2)
+    commit_versions(store, 5)
+    storage = store.checkpoint.storage
+    (tmp_path / "root" / "manifests" / "aside").mkdir()  # a directory is an entry too
+    for rel in ("manifests", "snapshots", "files", "missing"):
+        assert storage.names(rel) == Storage.names(storage, rel)
+    assert len(storage.names("manifests")) == 6 and storage.names("missing") == []
 
 
 def test_every_call_is_checked_against_the_stores_state(tmp_path: Path) -> None:
