@@ -225,8 +225,8 @@ class Manifest:
 def _record_json(record: Any, **nested: Any) -> bytes:
     """`record`'s fields as JSON, those holding records given in `nested` already as dicts.
     What `dataclasses.asdict` would give, without its deep copy of every file reference: a
-    manifest is written at every commit of every store (it took 126 us of a commit's CPU
-    with 10 changelogs listed, this 30)."""
+    manifest is written at every commit of every store (with 10 changelogs listed: 126 us
+    through `asdict`, 37 us this way)."""
     raw = {f.name: getattr(record, f.name) for f in fields(record)}
     raw.update(nested)
     return json.dumps(raw, sort_keys=True).encode()

@@ -26,9 +26,9 @@ class LocalStorage(Storage):
         os.makedirs(os.path.dirname(path), exist_ok=True)
 
     def names(self, rel_dir: str) -> list[str]:
-        """`Storage.names` without fsspec's path normalising of every entry (5-11 us an
-        entry): the commit path lists a store's manifests, `minBatchesToRetain` of them at
-        steady state, at every commit (store_root.newest_epoch)."""
+        """`Storage.names` without fsspec's path normalising of every entry: the commit
+        path lists a store's manifests, `minBatchesToRetain` of them at steady state, at
+        every commit (store_root.newest_epoch); 101 of them took 0.21 ms, this 0.04."""
         try:
             return sorted(os.listdir(self.path(rel_dir)))
         except FileNotFoundError:
