@@ -82,6 +82,15 @@ final class ColumnFamilyCodec(
       case (None, None) => row(bytes, at, length, keyFields)
     }
 
+  /** The key a scan is at, in one slice or two (`KeyValueScan`), as `decodeKey` gives it. */
+  def decodeKey(at: KeyValueScan): UnsafeRow =
+    if (at.keyHeadLength == 0) decodeKey(at.keyBytes, at.keyAt, at.keyLength)
+    else {
+      val split = prefixKeys.map(_.decode(at.keyHeadBytes, at.keyHeadAt, at.keyHeadLength,
+        at.keyBytes, at.keyAt, at.keyLength)).orNull
+      if (split != null) split else decodeKey(at.key())
+    }
+
   private val idBytes = if (evolution.isDefined) 2 else 0
 
   def value(row: UnsafeRow): Array[Byte] =

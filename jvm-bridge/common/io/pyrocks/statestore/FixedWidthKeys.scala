@@ -55,39 +55,52 @@ final class FixedWidthKeys private (widths: Array[Int], prefixFields: Int, versi
   /** The full key row of the key `bytes(at until at + length)`, in an array of its own;
    * null if those bytes are not this layout. */
   def decode(bytes: Array[Byte], at: Int, length: Int): UnsafeRow =
-    if (length != restStart + 1 + restRow) null
-    else {
-      val out = new Array[Byte](rowBytes(fields))
-      if (fields <= 64) moveSlots(bytes, at, out)
-      else {
-        copyFields(pointTo(bytes, at + HeadBytes, prefixFields, prefixRow), 0, 0, prefixFields,
-          out, 0, fields, 0)
-        copyFields(pointTo(bytes, at + restStart + 1, restFields, restRow), 0, prefixFields,
-          restFields, out, 0, fields, prefixFields)
-      }
-      pointTo(out, 0, fields, out.length)
-    }
+    if (length != restStart + 1 + restRow) null else decodeParts(bytes, at, bytes, at + restStart)
 
-  /** `decode` of a key of at most 64 fields (a null word a row). A stored key's slots hold
-   * what a projection writes (this layout's bytes or Spark's encoder's: zeroed, then the field
-   * as its type), so they move whole, and the full row's null word is the prefix row's bits
-   * followed by the other row's: the eviction scan of session windows decodes every key of
-   * the state every batch, and moving field by field was a third of its time (JFR, 20M keys). */
-  private def moveSlots(bytes: Array[Byte], at: Int, out: Array[Byte]): Unit = {
-    val prefixAt = Platform.BYTE_ARRAY_OFFSET + at + HeadBytes
-    val restAt = Platform.BYTE_ARRAY_OFFSET + at + restStart + 1
-    val restNulls = if (restFields == 0) 0L else Platform.getLong(bytes, restAt) << prefixFields
+  /** `decode` of a key in two slices (`KeyValueScan`'s head and rest): its scan prefix,
+   * `head(headAt until headAt + headLength)`, then `rest(restAt until restAt + restLength)`. */
+  def decode(head: Array[Byte], headAt: Int, headLength: Int, rest: Array[Byte], restAt: Int,
+      restLength: Int): UnsafeRow =
+    if (headLength != restStart || restLength != 1 + restRow) null
+    else decodeParts(head, headAt, rest, restAt)
+
+  /** The key whose scan prefix starts at `headAt` of `head` and whose other row's version
+   * byte is at `restAt` of `rest`. */
+  private def decodeParts(head: Array[Byte], headAt: Int, rest: Array[Byte],
+      restAt: Int): UnsafeRow = {
+    val out = new Array[Byte](rowBytes(fields))
+    if (fields <= 64) moveSlots(head, headAt, rest, restAt, out)
+    else {
+      copyFields(pointTo(head, headAt + HeadBytes, prefixFields, prefixRow), 0, 0, prefixFields,
+        out, 0, fields, 0)
+      copyFields(pointTo(rest, restAt + 1, restFields, restRow), 0, prefixFields,
+        restFields, out, 0, fields, prefixFields)
+    }
+    pointTo(out, 0, fields, out.length)
+  }
+
+  /** `decodeParts` of a key of at most 64 fields (a null word a row). A stored key's slots
+   * hold what a projection writes (this layout's bytes or Spark's encoder's: zeroed, then the
+   * field as its type), so they move whole, and the full row's null word is the prefix row's
+   * bits followed by the other row's: the eviction scan of session windows decodes every key
+   * of the state every batch, and moving field by field was a third of its time (JFR, 20M
+   * keys). */
+  private def moveSlots(head: Array[Byte], headAt: Int, rest: Array[Byte], restAt: Int,
+      out: Array[Byte]): Unit = {
+    val prefixRowAt = Platform.BYTE_ARRAY_OFFSET + headAt + HeadBytes
+    val restRowAt = Platform.BYTE_ARRAY_OFFSET + restAt + 1
+    val restNulls = if (restFields == 0) 0L else Platform.getLong(rest, restRowAt) << prefixFields
     val outAt = Platform.BYTE_ARRAY_OFFSET
-    Platform.putLong(out, outAt, Platform.getLong(bytes, prefixAt) | restNulls)
-    def moveLongs(from: Long, to: Long, count: Int): Unit = {
+    Platform.putLong(out, outAt, Platform.getLong(head, prefixRowAt) | restNulls)
+    def moveLongs(from: Array[Byte], fromAt: Long, to: Long, count: Int): Unit = {
       var i = 0
       while (i < count) {
-        Platform.putLong(out, to + 8L * i, Platform.getLong(bytes, from + 8L * i))
+        Platform.putLong(out, to + 8L * i, Platform.getLong(from, fromAt + 8L * i))
         i += 1
       }
     }
-    moveLongs(prefixAt + 8, outAt + 8, prefixFields)
-    moveLongs(restAt + 8, outAt + 8L * (1 + prefixFields), restFields)
+    moveLongs(head, prefixRowAt + 8, outAt + 8, prefixFields)
+    moveLongs(rest, restRowAt + 8, outAt + 8L * (1 + prefixFields), restFields)
   }
 
   private def head(out: Array[Byte], rowLength: Int): Unit = {
@@ -209,6 +222,14 @@ final class PrefixScanKeys(spark: RocksDBKeyStateEncoder, schema: StructType,
   def prefixOfKey(key: UnsafeRow, project: UnsafeRow => UnsafeRow): Array[Byte] = {
     val fast = trusted
     if (fast != null) fast.prefixOf(key) else prefix(project(key))
+  }
+
+  /** A key in two slices (`FixedWidthKeys.decode`) as a row of its own, once the layout is
+   * trusted; null before, or if the slices are not its layout: the caller joins them. */
+  def decode(head: Array[Byte], headAt: Int, headLength: Int, rest: Array[Byte], restAt: Int,
+      restLength: Int): UnsafeRow = {
+    val fast = trusted
+    if (fast == null) null else fast.decode(head, headAt, headLength, rest, restAt, restLength)
   }
 
   /** The key `bytes(at until at + length)` as a row of its own. */

@@ -4,7 +4,9 @@ package io.pyrocks.statestore
  * A scan's (key, value) pairs, one at a time (`advance`), each a slice of arrays that never
  * change once the scan hands them out (a chunk from the worker, a page of the read cache), so
  * a row may point into them with no copy; in the worker's key order unless the scan says
- * otherwise. `close` ends it early.
+ * otherwise. `close` ends it early. A key may come in two slices: its head (`keyHeadBytes`,
+ * none unless `keyHeadLength` > 0), then the rest (`keyBytes`): the read cache keeps a scan
+ * prefix once for all the keys under it (`PrefixRecord`).
  */
 trait KeyValueScan {
   /** Moves to the next pair; false when there is none. */
@@ -16,8 +18,17 @@ trait KeyValueScan {
   def valueAt: Int
   def valueLength: Int
   def close(): Unit
+  def keyHeadBytes: Array[Byte] = null
+  def keyHeadAt: Int = 0
+  def keyHeadLength: Int = 0
 
-  def key(): Array[Byte] = java.util.Arrays.copyOfRange(keyBytes, keyAt, keyAt + keyLength)
+  /** The whole key, in an array of its own. */
+  def key(): Array[Byte] = {
+    val out = new Array[Byte](keyHeadLength + keyLength)
+    if (keyHeadLength > 0) System.arraycopy(keyHeadBytes, keyHeadAt, out, 0, keyHeadLength)
+    System.arraycopy(keyBytes, keyAt, out, keyHeadLength, keyLength)
+    out
+  }
   def value(): Array[Byte] =
     java.util.Arrays.copyOfRange(valueBytes, valueAt, valueAt + valueLength)
 
@@ -71,6 +82,9 @@ final class DeferredScan(start: () => KeyValueScan) extends KeyValueScan {
   override def valueBytes: Array[Byte] = started.valueBytes
   override def valueAt: Int = started.valueAt
   override def valueLength: Int = started.valueLength
+  override def keyHeadBytes: Array[Byte] = started.keyHeadBytes
+  override def keyHeadAt: Int = started.keyHeadAt
+  override def keyHeadLength: Int = started.keyHeadLength
   override def close(): Unit = {
     closed = true
     if (started != null) started.close()

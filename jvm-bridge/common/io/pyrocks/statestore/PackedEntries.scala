@@ -98,6 +98,8 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   /** The page a record is in and where its value starts: to read the value in place
    * within this call. A reader that keeps the page beyond it takes `sharedPage`. */
   def page(location: Long): Array[Byte] = pages(pageOf(location))
+  def keyAt(location: Long): Int = offsetOf(location) + Head
+  def keyLength(location: Long): Int = field(location, 4)
   def valueAt(location: Long): Int = offsetOf(location) + Head + keyLength(location)
   /** -1: known absent. */
   def valueLength(location: Long): Int = field(location, 8)
@@ -213,7 +215,6 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   private def field(location: Long, at: Int): Int =
     Int32.get(pages(pageOf(location)), offsetOf(location) + at)
   private def spaceOf(location: Long): Int = field(location, 0)
-  private def keyLength(location: Long): Int = field(location, 4)
   private def recordBytes(location: Long): Long =
     Head + keyLength(location) + math.max(valueLength(location), 0)
 

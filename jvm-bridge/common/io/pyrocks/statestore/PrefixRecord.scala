@@ -2,103 +2,135 @@ package io.pyrocks.statestore
 
 /**
  * The entries of one scan prefix, as the read cache keeps them: one record, `[listed u8]`
- * then, in the worker's key order (unsigned bytewise), `[key length i32][value length i32,
- * -1 = absent][key][value]` per key (`Int32`: the record never leaves the JVM). A listed
- * record holds every key under its prefix, so a key it does not hold is absent; absent keys
- * are written only into records that are not listed. Small by design (`MaxBytes`): it is rewritten whole on every write under the prefix.
- * Read in place: `bytes` from `start` to `end` (a slice of a page of `PackedEntries`).
+ * then, in the worker's key order (unsigned bytewise), `[suffix length u16][value length
+ * u16, 0xffff = absent][suffix][value]` per key, where a key's suffix is what follows the
+ * prefix in it (`Int16`, little-endian: the record never leaves the JVM). The prefix is
+ * the cache entry's key, so each key's copy of it would be bytes for nothing: 21 of the
+ * 140 a session window's record took, and the u16 lengths save 4 more.
+ *
+ * Invariants, each enforced where noted:
+ *  - every key of a record starts with its prefix: `updated` and `of` refuse (None) a key
+ *    that does not, and one whose suffix or value a u16 cannot measure (a record is at most
+ *    `MaxBytes` anyway), so the caller keeps nothing for that prefix;
+ *  - a listed record holds every key under its prefix, so a key it does not hold is absent;
+ *    absent keys are written only into records that are not listed.
+ * Small by design (`MaxBytes`): it is rewritten whole on every write under the prefix.
+ * Read in place: `bytes` from `start` to `end` (a slice of a page of `PackedEntries`). A key
+ * is asked for whole, with the record's prefix: one not under it is not known here.
  */
 object PrefixRecord {
   /** Larger records are not kept: rewriting them on every write would cost more than asking. */
   val MaxBytes: Int = 64 << 10
 
+  private val Absent = 0xffff // a value length no kept record can have (`MaxBytes`)
+  private val EntryHead = 4
+
   def listed(bytes: Array[Byte], start: Int): Boolean = bytes(start) == 1
 
   /** Some(Some(value)) or Some(None) for a key the record knows; None otherwise (unless the
-   * record is listed: then a key it does not hold is absent). */
-  def lookup(bytes: Array[Byte], start: Int, end: Int,
-      key: Array[Byte]): Option[Option[Array[Byte]]] = {
-    val at = new Cursor(bytes, start, end, presentOnly = false)
-    while (at.advance()) {
-      val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
-        key, 0, key.length)
-      if (order == 0) {
-        return Some(if (at.valueLength < 0) None else Some(java.util.Arrays.copyOfRange(
-          bytes, at.valueAt, at.valueAt + at.valueLength)))
-      }
-      if (order > 0) return if (listed(bytes, start)) Some(None) else None
-    }
-    if (listed(bytes, start)) Some(None) else None
+   * record is listed: then a key under `prefix` it does not hold is absent). */
+  def lookup(bytes: Array[Byte], start: Int, end: Int, key: Array[Byte],
+      prefix: Array[Byte]): Option[Option[Array[Byte]]] = {
+    if (!under(key, prefix)) return None
+    val at = find(bytes, start, end, key, prefix.length)
+    if (at.found) {
+      Some(if (at.valueLength < 0) None else Some(java.util.Arrays.copyOfRange(
+        bytes, at.valueAt, at.valueAt + at.valueLength)))
+    } else if (listed(bytes, start)) Some(None) else None
   }
 
   /** What the record knows of `key` without reading its value: `ReadCache.Present`,
    * `Absent` (a key a listed record does not hold) or `Unknown`. */
-  def knows(bytes: Array[Byte], start: Int, end: Int, key: Array[Byte]): Int = {
-    val at = new Cursor(bytes, start, end, presentOnly = false)
-    while (at.advance()) {
-      val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
-        key, 0, key.length)
-      if (order == 0) return if (at.valueLength < 0) ReadCache.Absent else ReadCache.Present
-      if (order > 0) return if (listed(bytes, start)) ReadCache.Absent else ReadCache.Unknown
-    }
-    if (listed(bytes, start)) ReadCache.Absent else ReadCache.Unknown
+  def knows(bytes: Array[Byte], start: Int, end: Int, key: Array[Byte],
+      prefix: Array[Byte]): Int = {
+    if (!under(key, prefix)) return ReadCache.Unknown
+    val at = find(bytes, start, end, key, prefix.length)
+    if (at.found) { if (at.valueLength < 0) ReadCache.Absent else ReadCache.Present }
+    else if (listed(bytes, start)) ReadCache.Absent else ReadCache.Unknown
   }
 
-  def of(pairs: Seq[(Array[Byte], Array[Byte])], listed: Boolean): Array[Byte] = {
-    val out = new Array[Byte](1 + pairs.map(p => 8 + p._1.length + p._2.length).sum)
-    out(0) = if (listed) 1 else 0
-    pairs.foldLeft(1) { case (at, (k, v)) => put(out, at, k, 0, k.length, v, 0, v.length) }
-    out
-  }
+  /** A listed record of `pairs` (in key order, all under `prefix`); None if one is not
+   * under it or too long to measure. */
+  def of(pairs: Seq[(Array[Byte], Array[Byte])], prefix: Array[Byte]): Option[Array[Byte]] =
+    if (!pairs.forall { case (k, v) => fits(k, prefix, v) }) None
+    else {
+      val out = new Array[Byte](1 + pairs.map(p => entryBytes(p._1, prefix.length, p._2)).sum)
+      out(0) = 1
+      pairs.foldLeft(1) { case (at, (k, v)) => put(out, at, k, prefix.length, v) }
+      Some(out)
+    }
 
   /** The record `bytes(start until end)` (null: none yet) with `key` set to `value` (null:
-   * absent), listed or not. */
-  def updated(bytes: Array[Byte], start: Int, end: Int, key: Array[Byte], value: Array[Byte],
-      listed: Boolean): Array[Byte] = {
+   * absent), listed or not; None if `key` is not under `prefix` or too long to measure. */
+  def updated(bytes: Array[Byte], start: Int, end: Int, prefix: Array[Byte], key: Array[Byte],
+      value: Array[Byte], listed: Boolean): Option[Array[Byte]] =
+      if (!fits(key, prefix, value)) None else {
     val keep = value != null || !listed // a listed record holds no absent key
-    val valueLength = if (value == null) -1 else value.length
     // Entries are in key order, so one search finds both where `key` goes and the entry it
     // replaces (the first entry not below it, if equal); the rest is copied around it whole.
-    var split = end
-    var replaced = 0
-    if (bytes != null) {
-      val at = new Cursor(bytes, start, end, presentOnly = false)
-      var searching = true
-      while (searching && at.advance()) {
-        val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
-          key, 0, key.length)
-        if (order >= 0) {
-          split = at.entryAt
-          if (order == 0) replaced = at.entryLength
-          searching = false
-        }
-      }
+    val (split, replaced) = if (bytes == null) (end, 0) else {
+      val at = find(bytes, start, end, key, prefix.length)
+      if (at.entryAt < 0) (end, 0) else (at.entryAt, if (at.found) at.entryLength else 0)
     }
     val before = if (bytes == null) 0 else split - (start + 1)
     val after = if (bytes == null) 0 else end - split - replaced
-    val entry = if (keep) 8 + key.length + math.max(valueLength, 0) else 0
+    val entry = if (keep) entryBytes(key, prefix.length, value) else 0
     val out = new Array[Byte](1 + before + entry + after)
     out(0) = if (listed) 1 else 0
     if (before > 0) System.arraycopy(bytes, start + 1, out, 1, before)
-    if (keep) put(out, 1 + before, key, 0, key.length, value, 0, valueLength)
+    if (keep) put(out, 1 + before, key, prefix.length, value)
     if (after > 0) System.arraycopy(bytes, split + replaced, out, 1 + before + entry, after)
-    out
+    Some(out)
   }
 
-  /** Writes one entry at `at` of `out`; where the next one goes. `valueLength` -1: absent. */
-  private def put(out: Array[Byte], at: Int, key: Array[Byte], keyAt: Int, keyLength: Int,
-      value: Array[Byte], valueAt: Int, valueLength: Int): Int = {
-    Int32.put(out, at, keyLength)
-    Int32.put(out, at + 4, valueLength)
-    System.arraycopy(key, keyAt, out, at + 8, keyLength)
-    if (valueLength > 0) System.arraycopy(value, valueAt, out, at + 8 + keyLength, valueLength)
-    at + 8 + keyLength + math.max(valueLength, 0)
+  /** Whether `key` may be kept under `prefix`: it starts with it, and a u16 measures its
+   * suffix and its value. */
+  private def fits(key: Array[Byte], prefix: Array[Byte], value: Array[Byte]): Boolean =
+    under(key, prefix) && key.length - prefix.length < Absent &&
+      (value == null || value.length < Absent)
+
+  private def under(key: Array[Byte], prefix: Array[Byte]): Boolean =
+    key.length >= prefix.length &&
+      java.util.Arrays.equals(key, 0, prefix.length, prefix, 0, prefix.length)
+
+  private def entryBytes(key: Array[Byte], prefixLength: Int, value: Array[Byte]): Int =
+    EntryHead + key.length - prefixLength + (if (value == null) 0 else value.length)
+
+  /** Writes one entry at `at` of `out` (`value` null: absent); where the next one goes. */
+  private def put(out: Array[Byte], at: Int, key: Array[Byte], prefixLength: Int,
+      value: Array[Byte]): Int = {
+    val suffix = key.length - prefixLength
+    Int16.put(out, at, suffix)
+    Int16.put(out, at + 2, if (value == null) Absent else value.length)
+    System.arraycopy(key, prefixLength, out, at + EntryHead, suffix)
+    if (value != null) System.arraycopy(value, 0, out, at + EntryHead + suffix, value.length)
+    at + entryBytes(key, prefixLength, value)
   }
 
-  /** The present keys of one prefix record, read in place. */
-  final class Scan(page: Array[Byte], start: Int, end: Int) extends KeyValueScan {
+  /** The cursor at the first entry whose key is not below `key` (`found` if equal);
+   * `entryAt` -1 if there is none. */
+  private def find(bytes: Array[Byte], start: Int, end: Int, key: Array[Byte],
+      prefixLength: Int): Cursor = {
+    val at = new Cursor(bytes, start, end, presentOnly = false)
+    while (at.advance()) {
+      val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
+        key, prefixLength, key.length)
+      if (order >= 0) {
+        at.found = order == 0
+        return at
+      }
+    }
+    at.entryAt = -1
+    at
+  }
+
+  /** The present keys of one prefix record, read in place: each key is the prefix (the
+   * key head, `page` from `keyHeadAt`: the cache entry's key) then its suffix. */
+  final class Scan(page: Array[Byte], start: Int, end: Int, override val keyHeadAt: Int,
+      override val keyHeadLength: Int) extends KeyValueScan {
     private val at = new Cursor(page, start, end, presentOnly = true)
     override def advance(): Boolean = at.advance()
+    override def keyHeadBytes: Array[Byte] = page
     override def keyBytes: Array[Byte] = page
     override def keyAt: Int = at.keyAt
     override def keyLength: Int = at.keyLength
@@ -108,7 +140,8 @@ object PrefixRecord {
     override def close(): Unit = {}
   }
 
-  /** The entries of a record one at a time, in place; `presentOnly` skips absent ones. */
+  /** The entries of a record one at a time, in place; `presentOnly` skips absent ones.
+   * `keyAt` and `keyLength` are the suffix's. */
   final class Cursor(bytes: Array[Byte], start: Int, end: Int, presentOnly: Boolean) {
     private var next = start + 1
     var entryAt = 0
@@ -116,21 +149,23 @@ object PrefixRecord {
     var keyLength = 0
     var valueAt = 0
     var valueLength = 0 // -1: absent
+    private[PrefixRecord] var found = false
 
-    def entryLength: Int = 8 + keyLength + math.max(valueLength, 0)
+    def entryLength: Int = EntryHead + keyLength + math.max(valueLength, 0)
 
     def advance(): Boolean = {
-      var found = false
-      while (!found && next < end) {
+      var stepped = false
+      while (!stepped && next < end) {
         entryAt = next
-        keyLength = Int32.get(bytes, next)
-        valueLength = Int32.get(bytes, next + 4)
-        keyAt = next + 8
+        keyLength = Int16.get(bytes, next)
+        val length = Int16.get(bytes, next + 2)
+        valueLength = if (length == Absent) -1 else length
+        keyAt = next + EntryHead
         valueAt = keyAt + keyLength
         next = valueAt + math.max(valueLength, 0)
-        found = !presentOnly || valueLength >= 0
+        stepped = !presentOnly || valueLength >= 0
       }
-      found
+      stepped
     }
   }
 }

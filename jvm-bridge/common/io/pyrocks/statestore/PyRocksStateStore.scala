@@ -82,7 +82,7 @@ class PyRocksStateStore(
       multi: Boolean): StateStoreIterator[UnsafeRowPair] = {
     val codec = provider.codec(cf)
     val scan = provider.scan(cf, mode, a, b)
-    def keyOf(at: KeyValueScan): UnsafeRow = codec.decodeKey(at.keyBytes, at.keyAt, at.keyLength)
+    def keyOf(at: KeyValueScan): UnsafeRow = codec.decodeKey(at)
     // A single value maps a pair to a pair: no iterator per pair (a tenth of a full scan).
     val pairs = if (multi) {
       scan.iterator.flatMap { at =>

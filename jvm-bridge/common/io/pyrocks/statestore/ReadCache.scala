@@ -87,7 +87,7 @@ final class ReadCache(val budget: CacheBudget,
           val at = record(space + 1, p)
           if (at < 0) None
           else PrefixRecord.lookup(entries.page(at), entries.valueAt(at),
-            entries.valueAt(at) + entries.valueLength(at), key)
+            entries.valueAt(at) + entries.valueLength(at), key, p)
       }
       known.orElse(if (complete || provenAbsent(CacheKey.hash(key, space))) Some(None)
         else None)
@@ -107,7 +107,7 @@ final class ReadCache(val budget: CacheBudget,
         val start = entries.valueAt(at)
         if (complete || PrefixRecord.listed(entries.page(at), start)) {
           Some(new PrefixRecord.Scan(entries.sharedPage(at), start,
-            start + entries.valueLength(at)))
+            start + entries.valueLength(at), entries.keyAt(at), entries.keyLength(at)))
         } else None
       } else if (complete || provenAbsent(CacheKey.hash(prefix, space))) {
         Some(KeyValueScan.Empty) // nothing was ever written under it
@@ -129,8 +129,9 @@ final class ReadCache(val budget: CacheBudget,
   /** A scan of `prefix` that began at `startEpoch` returned `pairs` and reached its end. */
   def learnListing(cf: String, prefix: Array[Byte], pairs: Seq[(Array[Byte], Array[Byte])],
       startEpoch: Long): Unit = if (enabled) guarded { if (startEpoch == writesSeen) {
-    val record = PrefixRecord.of(pairs, listed = true)
-    if (record.length <= PrefixRecord.MaxBytes) keep(spaceOf(cf) + 1, prefix, record)
+    for (record <- PrefixRecord.of(pairs, prefix) if record.length <= PrefixRecord.MaxBytes) {
+      keep(spaceOf(cf) + 1, prefix, record)
+    }
   }}
 
   /** A get of `key` (not of a prefix-scan family) missed: how many bytes of pairs from it on
@@ -183,7 +184,8 @@ final class ReadCache(val budget: CacheBudget,
         val (page, start) =
           if (found < 0) (null, 0) else (entries.page(found), entries.valueAt(found))
         val end = if (found < 0) 0 else start + entries.valueLength(found)
-        val known = if (found < 0) ReadCache.Unknown else PrefixRecord.knows(page, start, end, key)
+        val known = if (found < 0) ReadCache.Unknown
+          else PrefixRecord.knows(page, start, end, key, p)
         val prior = if (known != ReadCache.Unknown) known else unlisted
         // A new record lists its prefix if nothing can be under it yet: asked before the
         // filter learns the prefix.
@@ -192,12 +194,15 @@ final class ReadCache(val budget: CacheBudget,
         // (`&`: both are added.) The record read above stays exact even if they clear it.
         val at = if (value == null || (addToFilter(hash) & addToFilter(pHash))) found
           else entries.find(space + 1, p, pHash)
-        val updated = PrefixRecord.updated(page, start, end, key, value, listed)
-        if (updated.length > PrefixRecord.MaxBytes) {
-          drop(space + 1, p) // too large to rewrite on every write: ask the worker
-        } else if (!entries.put(space + 1, p, pHash, updated, at) &&
-            !storeEvicting(space + 1, p, pHash, updated)) {
-          drop(space + 1, p)
+        PrefixRecord.updated(page, start, end, p, key, value, listed) match {
+          case Some(updated) if updated.length <= PrefixRecord.MaxBytes =>
+            if (!entries.put(space + 1, p, pHash, updated, at) &&
+                !storeEvicting(space + 1, p, pHash, updated)) {
+              drop(space + 1, p)
+            }
+          // Too large to rewrite on every write, or a key the record cannot hold (not under
+          // the prefix, or past a u16): the worker answers for the prefix.
+          case _ => drop(space + 1, p)
         }
         prior
     }
@@ -423,6 +428,11 @@ object ReadCache {
     override def valueBytes: Array[Byte] = keyBytes
     var valueAt = 0
     var valueLength = 0
+    private var headAt = 0
+    private var headLength = 0 // 0 for keys of the family's own records
+    override def keyHeadBytes: Array[Byte] = keyBytes
+    override def keyHeadAt: Int = headAt
+    override def keyHeadLength: Int = headLength
 
     override def advance(): Boolean = {
       while (inRecord == null || !inRecord.advance()) {
@@ -430,6 +440,7 @@ object ReadCache {
         if (!entries.advance()) return false
         keyBytes = entries.page
         if (entries.space == space && entries.valueLength >= 0) {
+          headLength = 0
           keyAt = entries.keyAt
           keyLength = entries.keyLength
           valueAt = entries.valueAt
@@ -439,6 +450,8 @@ object ReadCache {
         if (entries.space == space + 1) {
           inRecord = new PrefixRecord.Cursor(entries.page, entries.valueAt,
             entries.valueAt + entries.valueLength, presentOnly = true)
+          headAt = entries.keyAt
+          headLength = entries.keyLength
         }
       }
       keyAt = inRecord.keyAt
@@ -515,7 +528,7 @@ object CacheBudget extends org.apache.spark.internal.Logging {
       "the heap). What does not fit is read from the state store workers: a round trip per " +
       "get, and the whole-state scans with which joins, session windows and watermarked " +
       "aggregations evict stream it every batch, several times slower than from the cache. " +
-      "An entry takes its key and value bytes plus about 40 (a session window about 180 " +
+      "An entry takes its key and value bytes plus about 40 (a session window about 150 " +
       "bytes): raise readCacheMB, and the executor heap with it, to hold the state " +
       "(docs/tuning.md, Memory). The metric pyrocks.read_cache_evictions counts the entries " +
       "pushed out per batch. Logged once per executor."

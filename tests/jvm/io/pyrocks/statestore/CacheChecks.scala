@@ -516,12 +516,13 @@ object CacheChecks {
       // of its value must grow the filter, by 80 bytes. (An update of a present key adds
       // nothing: the filter has it.)
       val keys = if (scanPrefix.isEmpty) 0L until 17L else 0L until 16L
+      def keyOf(k: Long): Array[Byte] = scanPrefix.getOrElse(Array.emptyByteArray) ++ rawKey(k)
       val said = new java.util.concurrent.ConcurrentLinkedQueue[String]()
       def filled(limit: Long): (ReadCache, CacheBudget) = {
         val budget = new CacheBudget(limit, message => said.add(message))
         val cache = new ReadCache(budget, () => new KeyFilter(16))
         cache.loaded(0, unchanged = false)
-        keys.foreach(k => cache.write(DefaultCf, rawKey(k),
+        keys.foreach(k => cache.write(DefaultCf, keyOf(k),
           if (k == 3) null else new Array[Byte](900), scanPrefix))
         (cache, budget)
       }
@@ -529,9 +530,9 @@ object CacheChecks {
       val (cache, budget) = filled(full + 40) // room for less than the growth
       expect(said.isEmpty, s"prefix $scanPrefix: an outgrown budget was said before the clear")
       val value = rawKey(99)
-      cache.write(DefaultCf, rawKey(3), value, scanPrefix)
+      cache.write(DefaultCf, keyOf(3), value, scanPrefix)
       def written(k: Long): Array[Byte] = if (k == 3) value else new Array[Byte](900)
-      val answers = keys.map(k => k -> cache.lookup(DefaultCf, rawKey(k), scanPrefix))
+      val answers = keys.map(k => k -> cache.lookup(DefaultCf, keyOf(k), scanPrefix))
       val wrong = answers.collect {
         case (k, Some(v)) if !v.exists(_.sameElements(written(k))) => k
       }

@@ -97,6 +97,14 @@ object KeyLayoutChecks {
         val padded = Array[Byte](7, 7) ++ theirs ++ Array[Byte](9)
         expect(ours.decode(padded, 2, theirs.length) == decoded,
           s"decode of ${hex(theirs)}: ${ours.decode(padded, 2, theirs.length)} != $decoded")
+        // In two slices, as the read cache holds it: the prefix in one array, the rest in
+        // another. A split anywhere else is not the layout.
+        val head = Array[Byte](3) ++ theirPrefix
+        val rest = Array[Byte](5, 5, 5) ++ theirs.drop(theirPrefix.length)
+        val split = ours.decode(head, 1, theirPrefix.length, rest, 3, rest.length - 3)
+        expect(split == decoded, s"decode of ${hex(theirs)} in two slices: $split != $decoded")
+        expect(ours.decode(head, 1, theirPrefix.length - 1, rest, 3, rest.length - 3) == null,
+          s"a slice that is not the scan prefix decoded")
       }
     }
     val strings = new StructType().add("s", StringType).add("t", LongType)

@@ -321,34 +321,75 @@ object PackedChecks {
     expect(page.forall(_ == 0), "a refused put wrote")
   }
 
+  /** A prefix record against a sorted map of the keys under its prefix: the same pairs, in
+   * order, through puts, updates and absent keys, listed or not; lookups of each key, of one
+   * never written, and of keys not under the prefix (never known: neither found nor absent);
+   * a key not under the prefix, or whose value a u16 cannot measure, is refused, not kept.
+   * The scan's keys are the prefix (the key head, before the record in its page) then the
+   * suffix the record holds. */
   def prefixRecordsKeepOrder(f: Fixture): Unit = {
     import f._
     val rnd = new Random(3)
     for (listed <- Seq(true, false); _ <- 1 to 200) {
+      val prefix = bytes(rnd, 4)
+      def under(suffix: Array[Byte]): Array[Byte] = prefix ++ suffix
       var record: Array[Byte] = null
       val model = mutable.TreeMap.empty[Seq[Byte], Option[Seq[Byte]]](
         Ordering.fromLessThan[Seq[Byte]]((a, b) =>
           java.util.Arrays.compareUnsigned(a.toArray, b.toArray) < 0))
-      for (_ <- 1 to 40) {
-        val key = bytes(rnd, 3)
-        val value = if (rnd.nextInt(4) == 0) null else bytes(rnd, 5)
-        record = PrefixRecord.updated(record, 0, if (record == null) 0 else record.length, key,
+      def update(key: Array[Byte], value: Array[Byte]): Option[Array[Byte]] =
+        PrefixRecord.updated(record, 0, if (record == null) 0 else record.length, prefix, key,
           value, listed)
+      for (_ <- 1 to 40) {
+        val key = under(bytes(rnd, 3))
+        val value = if (rnd.nextInt(4) == 0) null else bytes(rnd, 5)
+        record = update(key, value).getOrElse(throw new AssertionError("a key under the prefix was refused"))
         if (value == null && listed) model.remove(key.toSeq) else model(key.toSeq) = Option(value).map(_.toSeq)
       }
-      val pairs = new PrefixRecord.Scan(record, 0, record.length).pairs
+      val page = Array[Byte](9) ++ prefix ++ record ++ Array[Byte](1, 2)
+      val (start, end) = (1 + prefix.length, 1 + prefix.length + record.length)
+      val pairs = new PrefixRecord.Scan(page, start, end, 1, prefix.length).pairs
         .map { case (k, v) => (k.toSeq, v.toSeq) }.toSeq
       val want = model.toSeq.collect { case (k, Some(v)) => (k, v) }
       expect(pairs == want, s"listed=$listed: pairs $pairs, want $want")
       for ((k, v) <- model) {
-        val padded = Array[Byte](5) ++ record ++ Array[Byte](1, 2)
-        val got = PrefixRecord.lookup(padded, 1, 1 + record.length, k.toArray)
+        val got = PrefixRecord.lookup(page, start, end, k.toArray, prefix)
         expect(got.map(_.map(_.toSeq)) == Some(v), s"lookup of $k: $got")
+        val knows = PrefixRecord.knows(page, start, end, k.toArray, prefix)
+        expect(knows == (if (v.isDefined) ReadCache.Present else ReadCache.Absent),
+          s"what the record knows of $k: $knows")
       }
-      val unknown = Array[Byte](1, 2, 3, 4, 5) // longer than any key written
-      val answer = PrefixRecord.lookup(record, 0, record.length, unknown)
+      val unknown = under(Array[Byte](1, 2, 3, 4)) // longer than any suffix written
+      val answer = PrefixRecord.lookup(page, start, end, unknown, prefix)
       expect(answer == (if (listed) Some(None) else None),
         s"listed=$listed: an unknown key answered $answer")
+      // A key whose suffix matches one held, but with another head: not under the prefix.
+      for (k <- model.keys.headOption if prefix.nonEmpty) {
+        val elsewhere = k.toArray.clone()
+        elsewhere(0) = (elsewhere(0) + 1).toByte
+        expect(PrefixRecord.lookup(page, start, end, elsewhere, prefix).isEmpty,
+          s"a key not under the prefix was answered")
+        expect(PrefixRecord.knows(page, start, end, elsewhere, prefix) == ReadCache.Unknown,
+          s"a key not under the prefix was known")
+        expect(update(elsewhere, Array[Byte](1)).isEmpty, "a key not under the prefix was kept")
+      }
     }
+    // The u16 lengths: the longest value a record can measure is kept, one byte more is not.
+    val prefix = Array[Byte](4, 2)
+    val key = prefix ++ Array[Byte](7)
+    for (length <- Seq(0xfffe, 0xffff)) {
+      val value = Array.fill[Byte](length)(5)
+      val kept = PrefixRecord.updated(null, 0, 0, prefix, key, value, listed = true)
+      if (length == 0xfffe) {
+        val record = kept.getOrElse(throw new AssertionError("a value of 65534 bytes was refused"))
+        val got = PrefixRecord.lookup(record, 0, record.length, key, prefix)
+        expect(got.flatten.exists(java.util.Arrays.equals(_, value)),
+          "a value of 65534 bytes did not read back")
+      } else {
+        expect(kept.isEmpty, "a value of 65535 bytes was kept")
+      }
+    }
+    expect(PrefixRecord.of(Seq((key, Array[Byte](1)), (Array[Byte](4, 3, 1), Array[Byte](2))),
+      prefix).isEmpty, "a listing with a key not under its prefix was kept")
   }
 }
