@@ -419,7 +419,8 @@ object ReadCache {
 
   /** A family's every present key, read in place from a snapshot of the cache's entries:
    * the family's own records (keys of space `space`) and, for a prefix-scan family, the keys
-   * in its prefixes' records (space `space` + 1). */
+   * in its prefixes' records (space `space` + 1), each in two slices: the record's prefix,
+   * then the rest the record holds. */
   final class Everything(entries: PackedEntries.Snapshot, space: Int) extends KeyValueScan {
     private var inRecord: PrefixRecord.Cursor = null
     var keyBytes: Array[Byte] = _
