@@ -86,8 +86,12 @@ final class ColumnFamilyCodec(
   def decodeKey(at: KeyValueScan): UnsafeRow =
     if (at.keyHeadLength == 0) decodeKey(at.keyBytes, at.keyAt, at.keyLength)
     else {
-      val split = prefixKeys.map(_.decode(at.keyHeadBytes, at.keyHeadAt, at.keyHeadLength,
-        at.keyBytes, at.keyAt, at.keyLength)).orNull
+      // Per key of a full scan: a match, not an Option's map and its closure.
+      val split = prefixKeys match {
+        case Some(keys) => keys.decode(at.keyHeadBytes, at.keyHeadAt, at.keyHeadLength,
+          at.keyBytes, at.keyAt, at.keyLength)
+        case None => null
+      }
       if (split != null) split else decodeKey(at.key())
     }
 

@@ -100,7 +100,7 @@ final class PackedEntries(memory: PackedEntries.Memory, hashOf: (Array[Byte], In
   def page(location: Long): Array[Byte] = pages(pageOf(location))
   def keyAt(location: Long): Int = offsetOf(location) + Head
   def keyLength(location: Long): Int = field(location, 4)
-  def valueAt(location: Long): Int = offsetOf(location) + Head + keyLength(location)
+  def valueAt(location: Long): Int = keyAt(location) + keyLength(location)
   /** -1: known absent. */
   def valueLength(location: Long): Int = field(location, 8)
 
