@@ -48,7 +48,8 @@ PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignor
           "packed-entries-page-table-follows-the-pages-kept",
           "packed-entries-hold-no-more-pages-than-a-slot-names",
           "packed-entries-rewrite-in-place-only-what-no-reader-holds",
-          "int32-reads-back-what-it-wrote-and-refuses-a-bad-offset")
+          "int32-reads-back-what-it-wrote-and-refuses-a-bad-offset",
+          "word-packing-keeps-every-value-and-only-shortens")
 WRITERS = ("second-writer-waits-then-fails", "second-writer-never-mixes-writes",
            "reader-waits-for-writer", "abort-always-leaves-store-aborted",
            "interrupt-is-not-a-dead-worker", "an-interrupted-start-leaves-no-worker",

@@ -2,16 +2,18 @@ package io.pyrocks.statestore
 
 /**
  * The entries of one scan prefix, as the read cache keeps them: one record, `[listed u8]`
- * then, in the worker's key order (unsigned bytewise), `[suffix length u16][value length
- * u16, 0xffff = absent][suffix][value]` per key, where a key's suffix is what follows the
- * prefix in it (`Int16`, little-endian: the record never leaves the JVM). The prefix is
- * the cache entry's key, so each key's copy of it would be bytes for nothing: 21 of the
- * 140 a session window's record took, and the u16 lengths save 4 more.
+ * then, in the worker's key order (unsigned bytewise), `[suffix length u16, its high bit set
+ * if the value is packed][value length u16 as kept, 0xffff = absent][suffix][value]` per
+ * key, where a key's suffix is what follows the prefix in it (`Int16`, little-endian: the
+ * record never leaves the JVM). The prefix is the cache entry's key, so each key's copy of
+ * it would be bytes for nothing: 21 of the 140 a session window's record took, and the u16
+ * lengths save 4 more. A value of 8-byte words (a Spark row) is kept packed if that is
+ * shorter (`WordPacking`: 56 -> 28 bytes a session window), and unpacked when read.
  *
  * Invariants, each enforced where noted:
  *  - every key of a record starts with its prefix: `updated` and `of` refuse (None) a key
- *    that does not, and one whose suffix or value a u16 cannot measure (a record is at most
- *    `MaxBytes` anyway), so the caller keeps nothing for that prefix;
+ *    that does not, and one whose suffix or value the lengths cannot measure (a record is at
+ *    most `MaxBytes` anyway), so the caller keeps nothing for that prefix;
  *  - a listed record holds every key under its prefix, so a key it does not hold is absent;
  *    absent keys are written only into records that are not listed.
  * Small by design (`MaxBytes`): it is rewritten whole on every write under the prefix.
@@ -23,6 +25,7 @@ object PrefixRecord {
   val MaxBytes: Int = 64 << 10
 
   private val Absent = 0xffff // a value length no kept record can have (`MaxBytes`)
+  private val Packed = 0x8000 // in a suffix length: the value is packed
   private val EntryHead = 4
 
   def listed(bytes: Array[Byte], start: Int): Boolean = bytes(start) == 1
@@ -33,10 +36,8 @@ object PrefixRecord {
       prefix: Array[Byte]): Option[Option[Array[Byte]]] = {
     if (!under(key, prefix)) return None
     val at = find(bytes, start, end, key, prefix.length)
-    if (at.found) {
-      Some(if (at.valueLength < 0) None else Some(java.util.Arrays.copyOfRange(
-        bytes, at.valueAt, at.valueAt + at.valueLength)))
-    } else if (listed(bytes, start)) Some(None) else None
+    if (at.found) Some(if (at.present) Some(at.value()) else None)
+    else if (listed(bytes, start)) Some(None) else None
   }
 
   /** What the record knows of `key` without reading its value: `ReadCache.Present`,
@@ -45,7 +46,7 @@ object PrefixRecord {
       prefix: Array[Byte]): Int = {
     if (!under(key, prefix)) return ReadCache.Unknown
     val at = find(bytes, start, end, key, prefix.length)
-    if (at.found) { if (at.valueLength < 0) ReadCache.Absent else ReadCache.Present }
+    if (at.found) { if (at.present) ReadCache.Present else ReadCache.Absent }
     else if (listed(bytes, start)) ReadCache.Absent else ReadCache.Unknown
   }
 
@@ -83,10 +84,10 @@ object PrefixRecord {
     Some(out)
   }
 
-  /** Whether `key` may be kept under `prefix`: it starts with it, and a u16 measures its
-   * suffix and its value. */
+  /** Whether `key` may be kept under `prefix`: it starts with it, its suffix's length leaves
+   * the high bit clear, and a u16 measures its value. */
   private def fits(key: Array[Byte], prefix: Array[Byte], value: Array[Byte]): Boolean =
-    under(key, prefix) && key.length - prefix.length < Absent &&
+    under(key, prefix) && key.length - prefix.length < Packed &&
       (value == null || value.length < Absent)
 
   private def under(key: Array[Byte], prefix: Array[Byte]): Boolean =
@@ -94,24 +95,36 @@ object PrefixRecord {
       java.util.Arrays.equals(key, 0, prefix.length, prefix, 0, prefix.length)
 
   private def entryBytes(key: Array[Byte], prefixLength: Int, value: Array[Byte]): Int =
-    EntryHead + key.length - prefixLength + (if (value == null) 0 else value.length)
+    EntryHead + key.length - prefixLength + keptLength(value, packedLength(value))
+
+  /** `WordPacking.packedLength` of `value`; -1 (not packed) for an absent one. */
+  private def packedLength(value: Array[Byte]): Int =
+    if (value == null) -1 else WordPacking.packedLength(value)
+
+  /** The bytes `value` takes in a record, given its `packedLength` (-1: kept as it is). */
+  private def keptLength(value: Array[Byte], packed: Int): Int =
+    if (value == null) 0 else if (packed >= 0) packed else value.length
 
   /** Writes one entry at `at` of `out` (`value` null: absent); where the next one goes. */
   private def put(out: Array[Byte], at: Int, key: Array[Byte], prefixLength: Int,
       value: Array[Byte]): Int = {
     val suffix = key.length - prefixLength
-    Int16.put(out, at, suffix)
-    Int16.put(out, at + 2, if (value == null) Absent else value.length)
+    val packed = packedLength(value)
+    val kept = keptLength(value, packed)
+    val valueAt = at + EntryHead + suffix
+    Int16.put(out, at, if (packed >= 0) suffix | Packed else suffix)
+    Int16.put(out, at + 2, if (value == null) Absent else kept)
     System.arraycopy(key, prefixLength, out, at + EntryHead, suffix)
-    if (value != null) System.arraycopy(value, 0, out, at + EntryHead + suffix, value.length)
-    at + entryBytes(key, prefixLength, value)
+    if (packed >= 0) WordPacking.pack(value, out, valueAt)
+    else if (value != null) System.arraycopy(value, 0, out, valueAt, kept)
+    valueAt + kept
   }
 
   /** The cursor at the first entry whose key is not below `key` (`found` if equal);
    * `entryAt` -1 if there is none. */
   private def find(bytes: Array[Byte], start: Int, end: Int, key: Array[Byte],
       prefixLength: Int): Cursor = {
-    val at = new Cursor(bytes, start, end, presentOnly = false)
+    val at = new Cursor(presentOnly = false).over(bytes, start, end)
     while (at.advance()) {
       val order = java.util.Arrays.compareUnsigned(bytes, at.keyAt, at.keyAt + at.keyLength,
         key, prefixLength, key.length)
@@ -128,42 +141,83 @@ object PrefixRecord {
    * key head, `page` from `keyHeadAt`: the cache entry's key) then its suffix. */
   final class Scan(page: Array[Byte], start: Int, end: Int, override val keyHeadAt: Int,
       override val keyHeadLength: Int) extends KeyValueScan {
-    private val at = new Cursor(page, start, end, presentOnly = true)
+    private val at = new Cursor(presentOnly = true, new WordPacking.Arena).over(page, start, end)
     override def advance(): Boolean = at.advance()
     override def keyHeadBytes: Array[Byte] = page
     override def keyBytes: Array[Byte] = page
     override def keyAt: Int = at.keyAt
     override def keyLength: Int = at.keyLength
-    override def valueBytes: Array[Byte] = page
+    override def valueBytes: Array[Byte] = at.valueBytes
     override def valueAt: Int = at.valueAt
     override def valueLength: Int = at.valueLength
     override def close(): Unit = {}
   }
 
-  /** The entries of a record one at a time, in place; `presentOnly` skips absent ones.
-   * `keyAt` and `keyLength` are the suffix's. */
-  final class Cursor(bytes: Array[Byte], start: Int, end: Int, presentOnly: Boolean) {
-    private var next = start + 1
+  /** The entries of a record one at a time, in place (`over` sets the record: one cursor
+   * walks many); `presentOnly` skips absent ones. `keyAt` and `keyLength` are the suffix's.
+   * A packed value is unpacked when first read: into `arena` (a scan's), or else into an
+   * array of its own. */
+  final class Cursor(presentOnly: Boolean, arena: WordPacking.Arena = null) {
+    private var bytes: Array[Byte] = null
+    private var next = 0
+    private var end = 0
     var entryAt = 0
     var keyAt = 0
     var keyLength = 0
-    var valueAt = 0
-    var valueLength = 0 // -1: absent
+    private var keptAt = 0
+    private var keptLength = 0 // -1: absent
+    private var packed = false
+    private var unpacked: Array[Byte] = null
+    private var unpackedAt = 0
     private[PrefixRecord] var found = false
 
-    def entryLength: Int = EntryHead + keyLength + math.max(valueLength, 0)
+    /** Walks the record `bytes(start until end)` from its first entry. */
+    def over(bytes: Array[Byte], start: Int, end: Int): Cursor = {
+      this.bytes = bytes
+      this.next = start + 1
+      this.end = end
+      this
+    }
+
+    def present: Boolean = keptLength >= 0
+    def entryLength: Int = EntryHead + keyLength + math.max(keptLength, 0)
+
+    /** The value is `valueBytes(valueAt until valueAt + valueLength)` (-1: absent). */
+    def valueBytes: Array[Byte] = if (packed) { unpackValue(); unpacked } else bytes
+    def valueAt: Int = if (packed) { unpackValue(); unpackedAt } else keptAt
+    def valueLength: Int =
+      if (packed) WordPacking.unpackedLength(bytes, keptAt) else keptLength
+
+    /** The value in an array of its own (null: absent). */
+    def value(): Array[Byte] =
+      if (packed) WordPacking.unpack(bytes, keptAt)
+      else if (keptLength < 0) null
+      else java.util.Arrays.copyOfRange(bytes, keptAt, keptAt + keptLength)
+
+    private def unpackValue(): Unit = if (unpacked == null) {
+      if (arena == null) unpacked = WordPacking.unpack(bytes, keptAt)
+      else {
+        arena.unpack(bytes, keptAt)
+        unpacked = arena.bytes
+        unpackedAt = arena.at
+      }
+    }
 
     def advance(): Boolean = {
       var stepped = false
       while (!stepped && next < end) {
         entryAt = next
-        keyLength = Int16.get(bytes, next)
+        val suffix = Int16.get(bytes, next)
+        keyLength = suffix & ~Packed
+        packed = (suffix & Packed) != 0
+        unpacked = null
+        unpackedAt = 0
         val length = Int16.get(bytes, next + 2)
-        valueLength = if (length == Absent) -1 else length
+        keptLength = if (length == Absent) -1 else length
         keyAt = next + EntryHead
-        valueAt = keyAt + keyLength
-        next = valueAt + math.max(valueLength, 0)
-        stepped = !presentOnly || valueLength >= 0
+        keptAt = keyAt + keyLength
+        next = keptAt + math.max(keptLength, 0)
+        stepped = !presentOnly || keptLength >= 0
       }
       stepped
     }

@@ -77,7 +77,8 @@ class PyRocksStateStore(
   }
 
   /** Rows decoded from the scan's bytes in place: a value row points into the chunk or
-   * cache page the pair is in (neither ever changes), so a pair costs its key's decoding. */
+   * cache page the pair is in, or into the array a packed value was unpacked to (none ever
+   * changes), so a pair costs its key's decoding (and an unpacking). */
   private def scan(cf: String, mode: Byte, a: Array[Byte], b: Array[Byte],
       multi: Boolean): StateStoreIterator[UnsafeRowPair] = {
     val codec = provider.codec(cf)

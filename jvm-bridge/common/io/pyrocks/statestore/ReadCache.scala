@@ -420,13 +420,14 @@ object ReadCache {
   /** A family's every present key, read in place from a snapshot of the cache's entries:
    * the family's own records (keys of space `space`) and, for a prefix-scan family, the keys
    * in its prefixes' records (space `space` + 1), each in two slices: the record's prefix,
-   * then the rest the record holds. */
+   * then the rest the record holds (a packed value is unpacked into an array of its own). */
   final class Everything(entries: PackedEntries.Snapshot, space: Int) extends KeyValueScan {
+    private val records = new PrefixRecord.Cursor(presentOnly = true, new WordPacking.Arena)
     private var inRecord: PrefixRecord.Cursor = null
     var keyBytes: Array[Byte] = _
     var keyAt = 0
     var keyLength = 0
-    override def valueBytes: Array[Byte] = keyBytes
+    var valueBytes: Array[Byte] = _
     var valueAt = 0
     var valueLength = 0
     private var headAt = 0
@@ -442,6 +443,7 @@ object ReadCache {
         keyBytes = entries.page
         if (entries.space == space && entries.valueLength >= 0) {
           headLength = 0
+          valueBytes = keyBytes
           keyAt = entries.keyAt
           keyLength = entries.keyLength
           valueAt = entries.valueAt
@@ -449,14 +451,15 @@ object ReadCache {
           return true
         }
         if (entries.space == space + 1) {
-          inRecord = new PrefixRecord.Cursor(entries.page, entries.valueAt,
-            entries.valueAt + entries.valueLength, presentOnly = true)
+          inRecord = records.over(entries.page, entries.valueAt,
+            entries.valueAt + entries.valueLength)
           headAt = entries.keyAt
           headLength = entries.keyLength
         }
       }
       keyAt = inRecord.keyAt
       keyLength = inRecord.keyLength
+      valueBytes = inRecord.valueBytes
       valueAt = inRecord.valueAt
       valueLength = inRecord.valueLength
       true
@@ -529,7 +532,7 @@ object CacheBudget extends org.apache.spark.internal.Logging {
       "the heap). What does not fit is read from the state store workers: a round trip per " +
       "get, and the whole-state scans with which joins, session windows and watermarked " +
       "aggregations evict stream it every batch, several times slower than from the cache. " +
-      "An entry takes its key and value bytes plus about 40 (a session window about 150 " +
+      "An entry takes its key and value bytes plus about 40 (a session window about 105 " +
       "bytes): raise readCacheMB, and the executor heap with it, to hold the state " +
       "(docs/tuning.md, Memory). The metric pyrocks.read_cache_evictions counts the entries " +
       "pushed out per batch. Logged once per executor."

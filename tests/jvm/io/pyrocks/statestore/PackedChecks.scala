@@ -15,7 +15,8 @@ object PackedChecks {
     "packed-entries-page-table-follows-the-pages-kept" -> pageTableFollowsThePagesKept,
     "packed-entries-hold-no-more-pages-than-a-slot-names" -> holdNoMorePagesThanASlotNames,
     "packed-entries-rewrite-in-place-only-what-no-reader-holds" -> rewriteInPlaceOnlyUnshared,
-    "int32-reads-back-what-it-wrote-and-refuses-a-bad-offset" -> int32RoundTrips)
+    "int32-reads-back-what-it-wrote-and-refuses-a-bad-offset" -> int32RoundTrips,
+    "word-packing-keeps-every-value-and-only-shortens" -> wordPackingRoundTrips)
 
   /** A budget that counts, and refuses past `limit`. */
   private final class Counting(var limit: Long) extends PackedEntries.Memory {
@@ -28,6 +29,13 @@ object PackedChecks {
   private def bytes(rnd: Random, max: Int): Array[Byte] = {
     val out = new Array[Byte](rnd.nextInt(max + 1))
     rnd.nextBytes(out)
+    out
+  }
+
+  /** A row-like value: `words` 8-byte words, each with a random number of high zero bytes. */
+  private def words(rnd: Random, words: Int): Array[Byte] = {
+    val out = new Array[Byte](8 * words)
+    for (w <- 0 until words; b <- 0 until rnd.nextInt(9)) out(8 * w + b) = rnd.nextInt().toByte
     out
   }
 
@@ -342,7 +350,11 @@ object PackedChecks {
           value, listed)
       for (_ <- 1 to 40) {
         val key = under(bytes(rnd, 3))
-        val value = if (rnd.nextInt(4) == 0) null else bytes(rnd, 5)
+        val value = rnd.nextInt(8) match {
+          case 0 | 1 => null
+          case 2 | 3 | 4 => bytes(rnd, 5)
+          case _ => words(rnd, rnd.nextInt(9)) // packed when that is shorter
+        }
         record = update(key, value).getOrElse(throw new AssertionError("a key under the prefix was refused"))
         if (value == null && listed) model.remove(key.toSeq) else model(key.toSeq) = Option(value).map(_.toSeq)
       }
@@ -389,7 +401,81 @@ object PackedChecks {
         expect(kept.isEmpty, "a value of 65535 bytes was kept")
       }
     }
+    // A suffix's length leaves the high bit to say the value is packed.
+    for (length <- Seq(0x7fff, 0x8000)) {
+      val long = prefix ++ Array.fill[Byte](length)(3)
+      val kept = PrefixRecord.updated(null, 0, 0, prefix, long, Array[Byte](1), listed = true)
+      if (length == 0x7fff) {
+        val record = kept.getOrElse(throw new AssertionError("a suffix of 32767 bytes was refused"))
+        val got = PrefixRecord.lookup(record, 0, record.length, long, prefix)
+        expect(got.flatten.exists(_.toSeq == Seq[Byte](1)), "a suffix of 32767 bytes lost its value")
+      } else {
+        expect(kept.isEmpty, "a suffix of 32768 bytes was kept")
+      }
+    }
     expect(PrefixRecord.of(Seq((key, Array[Byte](1)), (Array[Byte](4, 3, 1), Array[Byte](2))),
       prefix).isEmpty, "a listing with a key not under its prefix was kept")
+    // A session window's value (user, window offset and size, count; the window's null
+    // bitset, start and end in microseconds) is kept in half its bytes.
+    val session = new Array[Byte](56)
+    val longs = java.nio.ByteBuffer.wrap(session).order(java.nio.ByteOrder.nativeOrder())
+    Seq(0L, 1234567L, (32L << 32) | 24L, 3L, 0L, 1733360000000000L, 1733360600000000L)
+      .zipWithIndex.foreach { case (v, i) => longs.putLong(8 * i, v) }
+    val record = PrefixRecord.updated(null, 0, 0, prefix, key, session, listed = true).get
+    expect(record.length == 1 + 4 + 1 + 28, s"a session window's record is ${record.length} bytes")
+    val scanned = new PrefixRecord.Scan(record, 0, record.length, 0, 0).pairs.toSeq
+    expect(scanned.map(_._2.toSeq) == Seq(session.toSeq), "the session window's value changed")
+    // A scan unpacks into chunks it shares between values: every slice it handed out still
+    // holds its value at the end (rows point into them), across chunks of every size.
+    val many = (0 until 3000).map(i => (prefix ++ BigInt(100000 + i).toByteArray,
+      words(rnd, 1 + rnd.nextInt(40))))
+    val listing = PrefixRecord.of(many, prefix).get
+    val scan = new PrefixRecord.Scan(listing, 0, listing.length, 0, 0)
+    val slices = Iterator.continually(scan.advance()).takeWhile(identity)
+      .map(_ => (scan.valueBytes, scan.valueAt, scan.valueLength)).toVector
+    val read = slices.map { case (bytes, at, length) => bytes.slice(at, at + length).toSeq }
+    expect(read == many.map(_._2.toSeq), "a slice a scan handed out changed later")
+    expect(slices.map(_._1).distinct.size < many.size / 10, "each value got an array of its own")
+  }
+
+  def wordPackingRoundTrips(f: Fixture): Unit = {
+    import f._
+    val rnd = new Random(11)
+    for (step <- 1 to 20000) {
+      val value = step % 10 match {
+        case 0 => bytes(rnd, 40)
+        case 5 => // every byte random: most words keep all 8, so most such values stay as is
+          val out = new Array[Byte](8 * rnd.nextInt(20))
+          rnd.nextBytes(out)
+          out
+        case _ => words(rnd, rnd.nextInt(300))
+      }
+      val packed = WordPacking.packedLength(value)
+      // The model: a head byte, a nibble a word, and each word (a long in the machine's
+      // order, as UnsafeRow reads it) without its high zero bytes.
+      val n = value.length / 8
+      val longs = java.nio.ByteBuffer.wrap(value).order(java.nio.ByteOrder.nativeOrder())
+      val model = 1 + (n + 1) / 2 + (0 until n).map { w =>
+        8 - java.lang.Long.numberOfLeadingZeros(longs.getLong(8 * w)) / 8
+      }.sum
+      val packs = value.length % 8 == 0 && n > 0 && n <= 255 && model < value.length
+      expect(packed == (if (packs) model else -1), s"step $step: ${value.length} bytes " +
+        s"packed into $packed, the model says ${if (packs) model else -1}")
+      if (packs) {
+        // Packed at the very end of an array too, where its last words cannot be read 8 bytes
+        // at once, or with room after it, where every word is.
+        val pad = rnd.nextInt(3) * 7
+        val room = if (rnd.nextBoolean()) 0 else value.length + 8
+        val out = new Array[Byte](pad + packed + room)
+        rnd.nextBytes(out) // whatever the array held before
+        WordPacking.pack(value, out, pad)
+        expect(WordPacking.unpackedLength(out, pad) == value.length, s"step $step: length")
+        expect(java.util.Arrays.equals(WordPacking.unpack(out, pad), value),
+          s"step $step: ${value.toSeq} unpacked as ${WordPacking.unpack(out, pad).toSeq}")
+      }
+    }
+    expect(WordPacking.packedLength(new Array[Byte](8 * 256)) == -1, "256 words were packed")
+    expect(WordPacking.packedLength(new Array[Byte](8 * 255)) == 1 + 128,
+      "255 zero words did not pack into their head")
   }
 }
