@@ -420,10 +420,10 @@ object ReadCache {
   /** A family's every present key, read in place from a snapshot of the cache's entries:
    * the family's own records (keys of space `space`) and, for a prefix-scan family, the keys
    * in its prefixes' records (space `space` + 1), each in two slices: the record's prefix,
-   * then the rest the record holds (a packed value is unpacked into an array of its own). */
+   * then the rest the record holds (a packed value is unpacked into the scan's arena). */
   final class Everything(entries: PackedEntries.Snapshot, space: Int) extends KeyValueScan {
-    private val records = new PrefixRecord.Cursor(presentOnly = true, new WordPacking.Arena)
-    private var inRecord: PrefixRecord.Cursor = null
+    private val record = new PrefixRecord.Cursor(presentOnly = true, new WordPacking.Arena)
+    private var inRecord = false // `record` is over a record of this family
     var keyBytes: Array[Byte] = _
     var keyAt = 0
     var keyLength = 0
@@ -437,8 +437,8 @@ object ReadCache {
     override def keyHeadLength: Int = headLength
 
     override def advance(): Boolean = {
-      while (inRecord == null || !inRecord.advance()) {
-        inRecord = null
+      while (!inRecord || !record.advance()) {
+        inRecord = false
         if (!entries.advance()) return false
         keyBytes = entries.page
         if (entries.space == space && entries.valueLength >= 0) {
@@ -451,17 +451,17 @@ object ReadCache {
           return true
         }
         if (entries.space == space + 1) {
-          inRecord = records.over(entries.page, entries.valueAt,
-            entries.valueAt + entries.valueLength)
+          record.over(entries.page, entries.valueAt, entries.valueAt + entries.valueLength)
+          inRecord = true
           headAt = entries.keyAt
           headLength = entries.keyLength
         }
       }
-      keyAt = inRecord.keyAt
-      keyLength = inRecord.keyLength
-      valueBytes = inRecord.valueBytes
-      valueAt = inRecord.valueAt
-      valueLength = inRecord.valueLength
+      keyAt = record.keyAt
+      keyLength = record.keyLength
+      valueBytes = record.valueBytes
+      valueAt = record.valueAt
+      valueLength = record.valueLength
       true
     }
 

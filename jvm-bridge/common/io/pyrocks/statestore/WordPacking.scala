@@ -24,7 +24,8 @@ import org.apache.spark.unsafe.Platform
 private[statestore] object WordPacking {
   private val MaxWords = 255
   private val Base = Platform.BYTE_ARRAY_OFFSET
-  // Where a long read at the kept bytes has them as its low bytes: one read a word.
+  // Where a long read at the kept bytes has them as its low bytes: one read a word
+  // (`unpackWhole`).
   private val LittleEndian = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN
 
   /** How long `value` is packed, or -1 if it is not to be packed: not whole words, more
@@ -79,14 +80,14 @@ private[statestore] object WordPacking {
     val words = bytes(at) & 0xff
     val from = at + headBytes(words)
     // Every word read whole, 8 bytes at once, stays inside `bytes`: what a record in a page
-    // almost always is (the last bytes of a page take the careful way).
+    // almost always is (the last bytes of a page, or another byte order, go a byte at a time).
     if (LittleEndian && from + 8 * words + 8 <= bytes.length) unpackWhole(bytes, at, out, outAt)
     else {
       var next = from
       var i = 0
       while (i < words) {
         val kept = (bytes(at + 1 + i / 2) >>> (4 * (i % 2))) & 0xf
-        Platform.putLong(out, Base + outAt + 8L * i, read(bytes, next, kept))
+        Platform.putLong(out, Base + outAt + 8L * i, readByBytes(bytes, next, kept))
         next += kept
         i += 1
       }
@@ -151,21 +152,17 @@ private[statestore] object WordPacking {
   private val FirstChunkBytes = 256
   private val ChunkBytes = 64 << 10
 
-  /** The word whose low `kept` bytes are at `from`. */
-  private def read(bytes: Array[Byte], from: Int, kept: Int): Long =
-    if (kept == 0) 0L
-    else if (LittleEndian && from + 8 <= bytes.length) {
-      val w = Platform.getLong(bytes, Base + from)
-      if (kept == 8) w else w & ((1L << (8 * kept)) - 1)
-    } else {
-      var w = 0L
-      var b = kept - 1
-      while (b >= 0) {
-        w = (w << 8) | (bytes(from + b) & 0xffL)
-        b -= 1
-      }
-      w
+  /** The word whose low `kept` bytes are at `from`, read a byte at a time (`pack`'s
+   * inverse, whatever the machine's order and however near the array's end). */
+  private def readByBytes(bytes: Array[Byte], from: Int, kept: Int): Long = {
+    var w = 0L
+    var b = kept - 1
+    while (b >= 0) {
+      w = (w << 8) | (bytes(from + b) & 0xffL)
+      b -= 1
     }
+    w
+  }
 
   private def word(value: Array[Byte], at: Int): Long = Platform.getLong(value, Base + at)
 
