@@ -291,9 +291,12 @@ def test_gc_keeps_retained_versions_and_deletes_the_rest(tmp_path: Path) -> None
 
 
 def test_a_local_root_lists_the_names_fsspec_lists(tmp_path: Path) -> None:
-    """LocalStorage.names, the commit path's listing, skips fsspec: same names, in order."""
+    """LocalStorage.names, the commit path's listing, skips fsspec: same names, in order.
+
+    Uploads are drained: an upload in flight publishes a snapshot record between the two
+    listings, whose aside copy (.tmp) one of them would see and the other not."""
     store = open_store(tmp_path / "root", tmp_path / "a", interval=2)
-    commit_versions(store, 5)
+    commit_versions(store, 5, drain=True)
     storage = store.checkpoint.storage
     (tmp_path / "root" / "manifests" / "aside").mkdir()  # a directory is an entry too
     for rel in ("manifests", "snapshots", "files", "missing"):
