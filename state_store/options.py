@@ -273,7 +273,8 @@ SPECS: tuple[OptionSpec, ...] = (
                "Files each store's RocksDB keeps open (-1: no limit)."),
     OptionSpec("compactOnCommit", "compact_on_commit", _boolean, "false", "true or false",
                "Compact the whole store at every commit (smaller snapshots, slower commits), "
-               "as Spark's rocksdb.compactOnCommit."),
+               "as Spark's rocksdb.compactOnCommit. Such stores get workers of their own, "
+               "whose compactions keep their CPU priority (others run them at nice 19)."),
 )
 BY_KEY = {spec.key: spec for spec in SPECS}
 

@@ -70,8 +70,9 @@ SCANS = ("range-scan-lists-keys-in-value-order",
 KEY_LAYOUT = ("fixed-width-prefix-keys-are-sparks-bytes",
               "prefix-scan-keys-trust-their-layout-only-once-it-matched")
 OPTIONS = ("sizes-and-durations-read-as-python-reads-them",
-           "spark-memory-settings-read-as-python-reads-them",
-           "spark-state-settings-reach-the-worker-and-unknown-ones-are-named")
+           "spark-memory-and-compaction-settings-read-as-python-reads-them",
+           "spark-state-settings-reach-the-worker-and-unknown-ones-are-named",
+           "compacting-stores-get-workers-whose-compactions-keep-priority")
 
 
 @dataclass
@@ -147,6 +148,15 @@ def _python_reading(kind: str, text: str) -> str:
                                                   strict=True) if value != "unset"}
         bound = options.spark_memory_bound(conf)
         return "none" if bound is None else str(options.BY_KEY["memoryBoundMB"].parse(bound))
+    if kind == "compact":
+        keys = (f"{options.PREFIX}compactOnCommit",
+                f"{options.SPARK_ROCKSDB_PREFIX}compactOnCommit")
+        conf = {key: value.replace("_", " ")
+                for key, value in zip(keys, text.split(","), strict=True) if value != "unset"}
+        try:
+            return str(options.store_options(conf).compact_on_commit).lower()
+        except options.OptionError:
+            return "refused"
     text = "" if text == "<empty>" else text.replace("_", " ")
     try:
         if kind == "seconds":
@@ -161,8 +171,9 @@ def _python_reading(kind: str, text: str) -> str:
 
 @jvm_unit(OPTIONS)
 def test_shim_reads_option_values_as_the_worker_does(checks: ShimChecks) -> None:
-    """Sizes, durations and Spark's memory settings the shim reads itself (it needs them
-    before a worker exists) mean what they mean to the worker's option table."""
+    """Sizes, durations, Spark's memory settings and compactOnCommit, which the shim reads
+    itself (it needs them before a worker exists), mean what they mean to the worker's
+    option table."""
     readings = []
     for name in OPTIONS[:2]:
         checks.assert_passed(OPTIONS, name)

@@ -40,13 +40,15 @@ from state_store.runtime.worker import Session
 from test_chunks import pairs_of as chunk_pairs
 
 
-@pytest.fixture
-def worker(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+@contextlib.contextmanager
+def started_worker(tmp_path: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """A worker started as the shim starts one (with its launch `flags`), and its socket."""
     sock = tmp_path / "w.sock"
     with open(tmp_path / "w.stderr", "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "state_store.runtime.worker", "--socket", str(sock),
-             "--data-dir", str(tmp_path / "data"), "--log", str(tmp_path / "w.stderr")],
+             "--data-dir", str(tmp_path / "data"), "--log", str(tmp_path / "w.stderr"),
+             *flags],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
     assert proc.stdout is not None
     assert readline_within(proc.stdout, 60).startswith(b"READY")
@@ -54,6 +56,12 @@ def worker(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     assert proc.stdin is not None
     proc.stdin.close()
     proc.wait(30)
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    with started_worker(tmp_path) as started:
+        yield started
 
 
 def connect(sock: Path) -> socket.socket:
@@ -219,6 +227,54 @@ def test_one_end_stores_request_ends_every_session_it_names(worker, tmp_path: Pa
     assert status == Status.OK and json.loads(answer)["unchanged"], answer
     for conn in (a, b, c, d):
         conn.close()
+
+
+def thread_niceness(pid: int) -> dict[str, set[int]]:
+    """The nice values of a process's threads, by thread name (/proc's stat, field 19)."""
+    found: dict[str, set[int]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            stat = (task / "stat").read_text()
+            name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")")[1].split()
+            found.setdefault(name, set()).add(int(fields[16]))
+    return found
+
+
+@pytest.mark.parametrize("flags, compactions", [((), 19), (("--compact-on-commit",), 0)],
+                         ids=["compactions-yield", "compact-on-commit"])
+def test_a_workers_compactions_yield_to_the_tasks(tmp_path: Path, flags: tuple[str, ...],
+                                                  compactions: int) -> None:
+    """RocksDB's compaction threads (its LOW pool, `rocksdb:low`) run at nice 19 once they
+    have run a compaction, unless the worker's stores compact on commit (their commits wait
+    for compactions); flushes (`rocksdb:high`), which snapshots wait for, and the threads
+    serving sessions keep nice 0. Each commit here snapshots, whose flush leaves one L0
+    file: the fifth passes RocksDB's trigger of four, and a compaction runs."""
+    options = {f"{PREFIX}snapshotWhenIdleSeconds": "0", f"{PREFIX}snapshotInterval": "1"}
+    spec = {"store_root": str(tmp_path / "root"), "store_path": "", "store_name": "s",
+            "local_name": "provider-1", "options": options, "query_id": "q"}
+    with started_worker(tmp_path, *flags) as (proc, sock):
+        conn = connect(sock)
+        assert request(conn, Request.OPEN, json.dumps(spec).encode())[0] == Status.OK
+        for version in range(1, 9):
+            assert request(conn, Request.LOAD, I64.pack(version - 1))[0] == Status.OK
+            writes = b"".join(records.encode(Op.PUT, "default", b"k%05d" % i, b"v%d" % version)
+                              for i in range(2000))
+            conn.sendall(HEADER.pack(len(writes) + 1, Request.WRITES) + writes)
+            status, answer = request(conn, Request.COMMIT, I64.pack(version))
+            assert status == Status.OK and json.loads(answer)["published"], answer
+        compacted = tmp_path / "data"
+        assert wait_until(lambda: compaction_ran(compacted)), sorted(compacted.rglob("LOG"))
+        niceness = thread_niceness(proc.pid)
+        serving = Path(f"/proc/{proc.pid}/comm").read_text().strip()  # Python's threads
+        assert niceness == {**niceness, "rocksdb:low": {compactions}, "rocksdb:high": {0},
+                            serving: {0}}, niceness
+        conn.close()
+
+
+def compaction_ran(data_dir: Path) -> bool:
+    """Whether a RocksDB under `data_dir` finished a compaction (its info LOG says so)."""
+    return any("compaction_finished" in log.read_text(errors="replace")
+               for log in data_dir.rglob("LOG"))
 
 
 def test_an_endpoint_ignoring_conditional_writes_is_refused_at_open(worker, s3: S3Endpoint,

@@ -54,6 +54,7 @@ from .protocol import (
     Status,
 )
 from .teardown import Release, Teardown, release_now
+from .working_copy import let_compactions_yield
 
 _SEND_LIMIT = 1 << 20
 # How long a thread waiting for the GIL waits before asking for it (CPython's default: 5
@@ -432,6 +433,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log", type=Path, help="our stderr file, removed on a clean exit")
     parser.add_argument("--memory-bound-mb", type=int, default=0,
                         help="RocksDB memory shared by this worker's stores (0: unbounded)")
+    parser.add_argument("--compact-on-commit", action="store_true",
+                        help="its stores compact at every commit, which waits for RocksDB's "
+                             "compaction threads: they keep their CPU priority")
     args = parser.parse_args(argv)
     args.data_dir.mkdir(parents=True, exist_ok=True)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -455,6 +459,8 @@ def main(argv: list[str] | None = None) -> None:
     sessions: dict[int, Session] = {}
     uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
     map_arena_blocks_apart()
+    if not args.compact_on_commit:
+        let_compactions_yield()
     memory = RocksMemory.bounded(args.memory_bound_mb)
     probes = ConditionProbes()  # one probe per endpoint for the worker's whole life
     idle = IdleSnapshots()

@@ -21,6 +21,7 @@ from rocksdict import (
     Checkpoint,
     ColumnFamily,
     DBCompressionType,
+    Env,
     Options,
     Rdict,
     WriteBatch,
@@ -77,6 +78,18 @@ def rocks_options(opts: StoreOptions, memory: RocksMemory | None) -> Options:
         table.set_block_cache(Cache(opts.block_cache_mb << 20))
     o.set_block_based_table_factory(table)
     return o
+
+
+def let_compactions_yield() -> None:
+    """Runs this process's RocksDB compactions (the default environment's LOW pool) at the
+    lowest CPU priority (nice 19), so they take what the tasks leave of the cores instead
+    of an equal share. They are background work nobody waits for; flushes (HIGH pool),
+    which a snapshot waits for, keep their priority. A compaction that falls behind far
+    enough stalls its store's writes, and a stalled writer leaves the core to it. Not for
+    a worker whose stores compact on commit: each commit waits for a compaction then (the
+    shim gives those stores workers of their own). Measured at 13M session windows on 2
+    cores: compactions took up to a core beside the tasks (docs/benchmarks.md)."""
+    Env().lower_thread_pool_cpu_priority()
 
 
 class WorkingCopy:

@@ -15,10 +15,14 @@ final case class LaunchOptions(
     readCacheMB: Int,
     memoryBoundMB: Int,
     localDir: String,
-    requestTimeoutSeconds: Int) {
-  /** What the worker processes depend on: stores with the same spec share a pool. */
+    requestTimeoutSeconds: Int,
+    compactOnCommit: Boolean = false) {
+  /** What the worker processes depend on: stores with the same spec share a pool. A commit
+   * that compacts waits for RocksDB's compaction threads, which a worker otherwise runs at
+   * the lowest CPU priority (working_copy.let_compactions_yield): so those queries get
+   * workers of their own. */
   def workerSpec: LaunchOptions.WorkerSpec =
-    (pythonExec, pythonPath, workers, memoryBoundMB, localDir)
+    (pythonExec, pythonPath, workers, memoryBoundMB, localDir, compactOnCommit)
 
   /** Each worker's share of the executor's RocksDB memory bound (0 = unbounded). */
   def workerMemoryMB: Int = if (memoryBoundMB == 0) 0 else math.max(1, memoryBoundMB / workers)
@@ -31,10 +35,12 @@ object LaunchOptions {
    * `spark_memory_bound` maps them (a test checks the two agree). */
   val SparkBoundedMemory: String = StatePrefix + "rocksdb.boundedMemoryUsage"
   val SparkMaxMemoryMB: String = StatePrefix + "rocksdb.maxMemoryUsageMB"
+  /** Spark's compactOnCommit, read when ours is not set, as options.py maps it. */
+  val SparkCompactOnCommit: String = StatePrefix + "rocksdb.compactOnCommit"
   /** Sent with the options: the worker records it in manifests (options.RETAIN_KEY). */
   val RetainKey = "spark.sql.streaming.minBatchesToRetain"
 
-  type WorkerSpec = (String, Option[String], Int, Int, String)
+  type WorkerSpec = (String, Option[String], Int, Int, String, Boolean)
 
   /** The options in `confs`; `onDriver` for processes the driver starts (the recorder). */
   def fromConfs(confs: Map[String, String], onDriver: Boolean = false): LaunchOptions = {
@@ -62,8 +68,22 @@ object LaunchOptions {
         Sizes.wholeSeconds(v).filter(s => s >= 1 && s <= Int.MaxValue).map(_.toInt)
           .getOrElse(invalid("requestTimeoutSeconds", v,
             "whole seconds >= 1 (or a duration: 10min)"))
-      }.getOrElse(600))
+      }.getOrElse(600),
+      compactOnCommit = compactOnCommit(confs))
   }
+
+  /** Ours, else Spark's key; true or false in any case, as options.py's `_boolean`. */
+  private[statestore] def compactOnCommit(confs: Map[String, String]): Boolean =
+    Seq(Prefix + "compactOnCommit", SparkCompactOnCommit).iterator
+      .flatMap(key => confs.get(key).map(key -> _)).take(1).toSeq.headOption
+      .fold(false) { case (key, value) =>
+        value.trim.toLowerCase match {
+          case "true" => true
+          case "false" => false
+          case _ => throw new IllegalArgumentException(
+            s"invalid value '$value' for $key; accepted: true or false")
+        }
+      }
 
   /**
    * The read cache's budget when `readCacheMB` is not set: a quarter of this JVM's heap, at

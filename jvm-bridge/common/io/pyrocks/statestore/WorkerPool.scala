@@ -133,6 +133,7 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: 
     val builder = new ProcessBuilder(opts.pythonExec, "-m", "state_store.runtime.worker",
       "--socket", socketPath.toString, "--data-dir", dataDir.toString,
       "--log", stderrLog.toString, "--memory-bound-mb", opts.workerMemoryMB.toString)
+    if (opts.compactOnCommit) builder.command().add("--compact-on-commit")
     val env = builder.environment()
     opts.pythonPath.foreach { p =>
       env.put("PYTHONPATH", (p +: Option(env.get("PYTHONPATH")).toSeq).mkString(File.pathSeparator))

@@ -2,6 +2,8 @@ package io.pyrocks.statestore
 
 import java.nio.charset.StandardCharsets.UTF_8
 
+import scala.jdk.OptionConverters._
+
 import org.json4s._
 import org.json4s.jackson.JsonMethods.parse
 
@@ -11,8 +13,9 @@ import org.json4s.jackson.JsonMethods.parse
 object OptionChecks {
   val all: Map[String, Fixture => Unit] = Map(
     "sizes-and-durations-read-as-python-reads-them" -> sizesAndDurations,
-    "spark-memory-settings-read-as-python-reads-them" -> sparkMemorySettings,
-    "spark-state-settings-reach-the-worker-and-unknown-ones-are-named" -> settingsReachWorker)
+    "spark-memory-and-compaction-settings-read-as-python-reads-them" -> sparkMemorySettings,
+    "spark-state-settings-reach-the-worker-and-unknown-ones-are-named" -> settingsReachWorker,
+    "compacting-stores-get-workers-whose-compactions-keep-priority" -> compactingStoresWorkers)
 
   val SizeSamples: Seq[String] = Seq("0", "1", "512", "256k", "256K", "64m", "64MiB", "1g",
     "1gb", " 2 g ", "1t", "1536k", "100k", "abc", "", "-1", "1.5m", "12x", "9999999999999")
@@ -46,6 +49,24 @@ object OptionChecks {
       val max = conf.getOrElse(LaunchOptions.SparkMaxMemoryMB, "unset")
       println(s"READ memory $bounded,$max => $got")
     }
+    val ourCompact = LaunchOptions.Prefix + "compactOnCommit"
+    val compactSamples = Seq("unset", "true", "FALSE", " true ", "yes", "1")
+    for (ours <- compactSamples; spark <- compactSamples) {
+      val conf = Seq(ourCompact -> ours, LaunchOptions.SparkCompactOnCommit -> spark)
+        .filter(_._2 != "unset").toMap
+      val got = try LaunchOptions.compactOnCommit(conf).toString catch {
+        case e: IllegalArgumentException =>
+          val key = conf.keys.find(_ == ourCompact).getOrElse(LaunchOptions.SparkCompactOnCommit)
+          f.expect(e.getMessage.contains(key), s"refusal without its key: ${e.getMessage}")
+          "refused"
+      }
+      println(s"READ compact ${shown(ours)},${shown(spark)} => $got")
+    }
+    val compacting = LaunchOptions.fromConfs(Map(ourCompact -> "true",
+      LaunchOptions.Prefix + "workers" -> "1"))
+    val plain = LaunchOptions.fromConfs(Map(LaunchOptions.Prefix + "workers" -> "1"))
+    f.expect(compacting.compactOnCommit && !plain.compactOnCommit &&
+      compacting.workerSpec != plain.workerSpec, "stores compacting on commit share workers")
     val ours = LaunchOptions.fromConfs(Map(LaunchOptions.Prefix + "memoryBoundMB" -> "64",
       LaunchOptions.SparkBoundedMemory -> "true", LaunchOptions.SparkMaxMemoryMB -> "300",
       LaunchOptions.Prefix + "workers" -> "1"))
@@ -91,5 +112,28 @@ object OptionChecks {
     expect(added == Set(unknown) || before.contains(unknown),
       s"expected one warning naming $unknown, warned: $added")
     providers.foreach(_.close())
+  }
+
+  /** A worker runs its compactions at the lowest CPU priority unless started with
+   * `--compact-on-commit` (working_copy.let_compactions_yield): the shim starts it so for
+   * stores whose commits compact (Spark's key here), on a pool of their own. */
+  def compactingStoresWorkers(f: Fixture): Unit = {
+    import f._
+    def workerArgs(options: (String, String)*): Seq[String] = {
+      val p = provider(checkpoint(s"compacting-${options.size}"), options: _*)
+      val store = p.getStore(0)
+      store.put(key(1), value(1))
+      store.commit()
+      val pid = p.currentConnection.map(_.workerPid).getOrElse(-1L)
+      val argv = ProcessHandle.of(pid).toScala.flatMap(_.info().arguments().toScala)
+      p.close()
+      argv.map(_.toSeq).getOrElse(Seq.empty)
+    }
+    val compacting = workerArgs("spark.sql.streaming.stateStore.rocksdb.compactOnCommit" -> "true")
+    val plain = workerArgs()
+    expect(compacting.contains("state_store.runtime.worker") &&
+      compacting.contains("--compact-on-commit"), s"a compacting store's worker: $compacting")
+    expect(plain.contains("state_store.runtime.worker") && !plain.contains("--compact-on-commit"),
+      s"a store that does not compact on commit: $plain")
   }
 }
