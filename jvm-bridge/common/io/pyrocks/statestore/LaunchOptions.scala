@@ -72,18 +72,20 @@ object LaunchOptions {
       compactOnCommit = compactOnCommit(confs))
   }
 
-  /** Ours, else Spark's key; true or false in any case, as options.py's `_boolean`. */
+  /** Ours, else Spark's key; false when neither is set. */
   private[statestore] def compactOnCommit(confs: Map[String, String]): Boolean =
-    Seq(Prefix + "compactOnCommit", SparkCompactOnCommit).iterator
-      .flatMap(key => confs.get(key).map(key -> _)).take(1).toSeq.headOption
-      .fold(false) { case (key, value) =>
-        value.trim.toLowerCase match {
-          case "true" => true
-          case "false" => false
-          case _ => throw new IllegalArgumentException(
-            s"invalid value '$value' for $key; accepted: true or false")
-        }
-      }
+    Seq(Prefix + "compactOnCommit", SparkCompactOnCommit)
+      .collectFirst { case key if confs.contains(key) => trueOrFalse(key, confs(key)) }
+      .getOrElse(false)
+
+  /** A boolean setting as options.py's `_boolean` reads it: true or false in any case. */
+  private def trueOrFalse(key: String, value: String): Boolean =
+    value.trim.toLowerCase match {
+      case "true" => true
+      case "false" => false
+      case _ => throw new IllegalArgumentException(
+        s"invalid value '$value' for $key; accepted: true or false")
+    }
 
   /**
    * The read cache's budget when `readCacheMB` is not set: a quarter of this JVM's heap, at
@@ -97,16 +99,15 @@ object LaunchOptions {
   /** memoryBoundMB from Spark's boundedMemoryUsage (false: per-store caches, our 0) and
    * maxMemoryUsageMB (Spark's default 500), when our own key is not set. */
   private[statestore] def sparkMemoryBound(confs: Map[String, String]): Option[Int] =
-    confs.get(SparkBoundedMemory).map(_.trim.toLowerCase).map {
-      case "false" => 0
-      case "true" =>
+    confs.get(SparkBoundedMemory).map { bounded =>
+      if (!trueOrFalse(SparkBoundedMemory, bounded)) 0
+      else {
         val max = confs.getOrElse(SparkMaxMemoryMB, "500").trim
         Sizes.inUnits(max, 20).filter(n => n >= 0 && n <= Int.MaxValue).map(_.toInt)
           .getOrElse(throw new IllegalArgumentException(
             s"invalid value '$max' for $SparkMaxMemoryMB (Spark's setting, read as " +
               s"${Prefix}memoryBoundMB); accepted: MiB >= 0 (or a size: 1g)"))
-      case other => throw new IllegalArgumentException(
-        s"invalid value '$other' for $SparkBoundedMemory; accepted: true or false")
+      }
     }
 
   /**
