@@ -8,12 +8,18 @@ The state is filled first (as `benchmarks.scale` fills it), then --warmup batche
 measured shape run, so that its code is compiled; then the profilers attach and --batches
 measured batches run, one file each, in the same query: py-spy samples every
 worker process (ours), and so does `perf` where the machine has it, Java Flight Recorder
-samples the JVM (driver and executor: local mode). Printed: each batch's time; Spark's state
-operator metrics (task-ms in updates, removals and commits, medians); the CPU seconds the
-JVM and the workers spent per batch (from /proc: on 2 cores CPU, not wall time, is what two
-tasks compete for); the hottest frames of the workers (self and inclusive) and of the JVM
-(top frame, and the frames of this project and of Spark's state code, inclusive), and the
-JVM heap's classes by size. The raw profiles stay in --out.
+samples the JVM (driver and executor: local mode). The JVM records from its launch and only
+the measured batches' samples are read: a recording started later (`jcmd JFR.start`) makes
+the JVM drop its compiled code, so the batches measured after it recompiled all of it (on
+Dec 6, aggregation at 1M keys: batches of 1.0-2.0 s with the C2 compiler at 0.8 s of CPU a
+batch, against 0.57-0.73 s and 0.27 s recorded from the launch).
+
+Printed: each batch's time; Spark's state operator metrics (task-ms in updates, removals
+and commits, medians); the CPU seconds the JVM and the workers spent per batch (from /proc:
+on 2 cores CPU, not wall time, is what two tasks compete for); the hottest frames of the
+workers (self and inclusive) and of the JVM (top frame, and the frames of this project and
+of Spark's state code, inclusive), and the JVM heap's classes by size. The raw profiles
+stay in --out.
 
 py-spy's Python frames say which line a worker is in, but a thread blocked in a socket call
 (waiting for the next request, or for the JVM to take a chunk) still counts there: read
@@ -35,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -85,10 +92,9 @@ class Profilers:
         self.workers = procfs.workers_of(jvm)
         self.cpu_before: dict[int, float] = {}
         self.threads_before: dict[str, float] = {}
+        self.window = (0.0, 0.0)  # wall-clock seconds from start() to stop()
 
     def start(self) -> None:
-        subprocess.run(["jcmd", str(self.jvm), "JFR.start", "name=profile", "settings=profile",
-                        f"filename={self.out / 'jvm.jfr'}"], check=True, capture_output=True)
         for pid in self.workers:
             self.samplers.append(subprocess.Popen(
                 ["py-spy", "record", "--pid", str(pid), "--rate", str(self.rate),
@@ -103,6 +109,7 @@ class Profilers:
         time.sleep(1)  # the samplers attach
         self.cpu_before = self.cpu()
         self.threads_before = procfs.thread_cpu_seconds(self.jvm)
+        self.window = (time.time(), 0.0)
 
     def cpu(self) -> dict[int, float]:
         return {pid: procfs.cpu_seconds(pid) for pid in [self.jvm, *self.workers]}
@@ -110,6 +117,7 @@ class Profilers:
     def stop(self) -> tuple[dict[str, float], dict[str, float]]:
         """CPU seconds spent since start(): JVM and workers; the JVM's by thread kind."""
         after = self.cpu()
+        self.window = (self.window[0], time.time())
         histogram = subprocess.run(["jcmd", str(self.jvm), "GC.class_histogram"],
                                    capture_output=True, text=True, check=True).stdout
         (self.out / "histogram.txt").write_text(histogram)
@@ -168,12 +176,28 @@ def native_hotspots(recording: Path, top: int) -> list[tuple[float, str]]:
     return [*shares("dso"), *shares("dso,sym")] if recording.exists() else []
 
 
-def jvm_hotspots(recording: Path, top: int) -> tuple[list[tuple[int, str]],
-                                                      list[tuple[int, str]], int]:
-    """(top frames, inclusive frames of JVM_PACKAGES, total samples) of a JFR recording."""
+def jfr_at_launch(recording: Path) -> str:
+    """The JVM option that records from the JVM's launch into `recording` (module doc: why
+    not later), under the name `Profilers.stop` ends it by."""
+    return f"-XX:StartFlightRecording=name=profile,settings=profile,filename={recording}"
+
+
+def within(events: Iterable[dict[str, Any]], window: tuple[float, float]) \
+        -> list[dict[str, Any]]:
+    """The JFR events (as `jfr print --json` gives them) that started within `window`, in
+    wall-clock seconds."""
+    start, end = window
+    return [e for e in events
+            if start <= datetime.fromisoformat(e["values"]["startTime"]).timestamp() <= end]
+
+
+def jvm_hotspots(recording: Path, top: int, window: tuple[float, float]) \
+        -> tuple[list[tuple[int, str]], list[tuple[int, str]], int]:
+    """(top frames, inclusive frames of JVM_PACKAGES, total samples) of the samples a JFR
+    recording took within `window`."""
     printed = subprocess.run(["jfr", "print", "--json", "--events", "jdk.ExecutionSample",
                               str(recording)], capture_output=True, text=True, check=True)
-    events = json.loads(printed.stdout)["recording"]["events"]
+    events = within(json.loads(printed.stdout)["recording"]["events"], window)
     leaf: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
     for event in events:
@@ -209,7 +233,9 @@ def run(args: argparse.Namespace) -> None:
             SparkSession.builder.master("local[2]").appName("pyrocks-profile")
             .config("spark.sql.shuffle.partitions", "8").config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.memory", args.driver_memory), **options).config(
+            .config("spark.driver.memory", args.driver_memory)
+            .config("spark.driver.extraJavaOptions", jfr_at_launch(out / "jvm.jfr")),
+            **options).config(
             "spark.jars", f"{spark_conf(**options)['spark.jars']},{bench_jar()}").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         if args.provider == "noop":
@@ -237,11 +263,11 @@ def run(args: argparse.Namespace) -> None:
                     if p.batchId >= first and p.numInputRows > 0]
         query.stop()
         spark.stop()
-    report(args, progress, cpu, threads, out)
+    report(args, progress, cpu, threads, out, profilers.window)
 
 
 def report(args: argparse.Namespace, progress: Sequence[Any], cpu: dict[str, float],
-           threads: dict[str, float], out: Path) -> None:
+           threads: dict[str, float], out: Path, window: tuple[float, float]) -> None:
     batches = [int(p.durationMs.get("triggerExecution", 0)) for p in progress]
     n = max(len(batches), 1)
     print(f"{args.workload} at {args.keys:,} keys, {args.provider}: batches {batches} ms "
@@ -274,7 +300,7 @@ def report(args: argparse.Namespace, progress: Sequence[Any], cpu: dict[str, flo
     print("\nJVM heap by class (live objects after the batches):")
     for line in (out / "histogram.txt").read_text().splitlines()[1:14]:
         print("  " + line.strip())
-    leaf, inclusive, total = jvm_hotspots(out / "jvm.jfr", args.top)
+    leaf, inclusive, total = jvm_hotspots(out / "jvm.jfr", args.top, window)
     print(f"\nJVM: {total} samples; top frame")
     for count, frame in leaf:
         print(f"  {count / max(total, 1):6.1%}  {frame}")

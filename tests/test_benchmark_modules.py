@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib
 import json
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,3 +172,19 @@ def test_profile_refuses_to_start_without_its_profilers(
         profile.main(["--workload", "join", "--keys", "1k"])
     assert "jcmd and py-spy not found on PATH" in capsys.readouterr().err
     assert profile.missing_profilers("noop") == ["jcmd"]
+
+
+def test_a_profile_reads_the_jvm_samples_of_the_measured_batches_only() -> None:
+    """The JVM records from its launch (a recording started later makes it drop its compiled
+    code): the samples of the fill and the warm-up are in the file and must not be counted.
+    Timestamps as `jfr print --json` writes them, to the nanosecond."""
+    from benchmarks import profile
+
+    def sample(at: str) -> dict[str, Any]:
+        return {"values": {"startTime": at}}
+
+    events = [sample("2026-12-06T00:10:59.999999999Z"), sample("2026-12-06T00:11:00.000001Z"),
+              sample("2026-12-06T00:11:04.500000000Z"), sample("2026-12-06T00:11:05.000002Z")]
+    window = (datetime(2026, 12, 6, 0, 11, 0, tzinfo=timezone.utc).timestamp(),
+              datetime(2026, 12, 6, 0, 11, 5, tzinfo=timezone.utc).timestamp())
+    assert profile.within(events, window) == events[1:3]
