@@ -232,3 +232,103 @@ def test_a_failure_is_reported_until_the_copy_is_closed() -> None:
     deferred.quiesce()
     deferred.submit(1, lambda: None)
     deferred.settle()
+
+
+def stepping_apply(deferred: DeferredWrites, progress: list[int], steps: int = 3) \
+        -> Callable[[], None]:
+    """An apply of `steps` RocksDB writes, as `WorkingCopy._apply_deferred` makes them: a
+    `step` before each."""
+    def apply() -> None:
+        for i in range(steps):
+            deferred.step()
+            progress.append(i)
+    return apply
+
+
+def test_a_commit_goes_before_the_applies_queued_behind_it() -> None:
+    """The task waits for its commit, not for the applies: while a request goes first
+    (`first`, the commit), an apply waits at its next step, and goes on after."""
+    deferred = DeferredWrites("unit")
+    progress: list[int] = []
+    with deferred.first():
+        deferred.submit(1, stepping_apply(deferred, progress))
+        time.sleep(HELD_S)  # time for a first step the rule would let through
+        assert progress == [], "the apply waits while the commit goes first"
+        assert deferred.busy
+    deferred.settle()
+    assert progress == [0, 1, 2]
+
+
+@pytest.mark.parametrize("waiter", ["settle", "submit-at-the-limit"])
+def test_a_pause_never_waits_on_itself(waiter: str) -> None:
+    """A commit that must wait for the applies (a forced snapshot reads the working copy;
+    a full queue) lifts its own pause while it waits: it would wait forever otherwise."""
+    deferred = DeferredWrites("unit", limit_bytes=100)
+    progress: list[int] = []
+    done = threading.Event()
+
+    def commit() -> None:
+        with deferred.first():
+            deferred.submit(60, stepping_apply(deferred, progress))
+            if waiter == "settle":
+                deferred.settle()
+            else:
+                deferred.submit(60, lambda: None)
+                deferred.settle()
+            done.set()
+
+    committer = threading.Thread(target=commit, daemon=True)
+    committer.start()
+    committer.join(30)  # only so that a broken rule fails, not hangs
+    assert done.is_set(), f"a commit that waits for the applies ({waiter}) finished"
+    assert progress == [0, 1, 2]
+
+
+def test_a_commit_that_snapshots_first_waits_for_its_applies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the replay bound a commit snapshots the working copy before it publishes, so it
+    must wait for the applies it made pause."""
+    store = open_engine_store(tmp_path / "root", tmp_path / "a", interval=100,
+                              defer_min_bytes=0, max_replay_versions=1)
+    published: list[bool] = []
+
+    def commit_version_two() -> None:
+        write_version_two_held(store, monkeypatch)  # its apply's first step: in the commit
+        published.append(bool(store.commit(2)["published"]))
+
+    committer = threading.Thread(target=commit_version_two, daemon=True)
+    committer.start()
+    committer.join(30)  # only so that a broken rule fails, not hangs
+    assert published == [True]
+    assert store.metrics.forced_snapshots == 1
+    reader = open_store(tmp_path / "root", tmp_path / "b")
+    reader.load_from_snapshot(2, 2)  # the forced snapshot alone
+    assert contents(reader) == {k: b"v2" for k in KEYS}
+
+
+def test_the_commit_goes_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An apply let go while the commit runs (here: as it publishes) waits for it to end."""
+    store = open_store(tmp_path / "root", tmp_path / "a")
+    let_go, applied = threading.Event(), threading.Event()
+    write_version_two_held(store, monkeypatch, before=lambda: let_go.wait(30))
+    original_apply = WorkingCopy._apply_deferred  # as held: the gate, then the apply
+
+    def apply_then_tell(self: WorkingCopy, cf: str, run: Iterator[tuple[int, bytes, bytes]]) \
+            -> None:
+        original_apply(self, cf, run)
+        applied.set()
+
+    monkeypatch.setattr(WorkingCopy, "_apply_deferred", apply_then_tell)
+    seen_while_committing: list[bool] = []
+    publish = store.checkpoint.publish_manifest
+
+    def publish_meanwhile(*args: object, **kwargs: object) -> bool:
+        let_go.set()
+        seen_while_committing.append(applied.wait(HELD_S))
+        return publish(*args, **kwargs)
+
+    monkeypatch.setattr(store.checkpoint, "publish_manifest", publish_meanwhile)
+    assert store.commit(2)["published"]
+    assert seen_while_committing == [False], "the apply waited for the commit"
+    assert store.get("default", KEYS[0]) == b"v2"
+    assert applied.is_set()

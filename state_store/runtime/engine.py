@@ -313,6 +313,10 @@ class VersionedStore:
         and, if that is not enough, snapshots now.
         """
         self._require(_LOADED, f"commit version {new_version}")
+        with self.copy.deferred.first():  # the task waits for the commit, not the applies
+            return self._publish_version(new_version)
+
+    def _publish_version(self, new_version: int) -> dict[str, int | bool]:
         if new_version != self.loaded_version + 1:  # type: ignore[operator]
             raise StateStoreError(f"{self.name}: cannot commit version {new_version} on top "
                                   f"of version {self.loaded_version}")

@@ -282,6 +282,7 @@ class WorkingCopy:
         db = self.rocksdb()
         put, delete = WriteBatch.put, WriteBatch.delete
         while True:
+            self.deferred.step()
             batch = WriteBatch(raw_mode=True)
             for flagged, key, value in islice(run, _DEFERRED_BATCH):
                 if flagged & OP_MASK == _PUT:
