@@ -53,6 +53,7 @@ from benchmarks.scale import (
     WORKLOADS,
     _stateful,
     fill_tables,
+    jfr_at_launch,
     measured_tables,
     parse_size,
     state_task_ms,
@@ -92,7 +93,7 @@ class Profilers:
         self.workers = procfs.workers_of(jvm)
         self.cpu_before: dict[int, float] = {}
         self.threads_before: dict[str, float] = {}
-        self.window = (0.0, 0.0)  # wall-clock seconds from start() to stop()
+        self.window = (0.0, 0.0)  # wall-clock seconds, start() to stop(): the samples read
 
     def start(self) -> None:
         for pid in self.workers:
@@ -174,12 +175,6 @@ def native_hotspots(recording: Path, top: int) -> list[tuple[float, str]]:
         return rows[:top]
 
     return [*shares("dso"), *shares("dso,sym")] if recording.exists() else []
-
-
-def jfr_at_launch(recording: Path) -> str:
-    """The JVM option that records from the JVM's launch into `recording` (module doc: why
-    not later), under the name `Profilers.stop` ends it by."""
-    return f"-XX:StartFlightRecording=name=profile,settings=profile,filename={recording}"
 
 
 def within(events: Iterable[dict[str, Any]], window: tuple[float, float]) \

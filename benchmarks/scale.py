@@ -211,9 +211,7 @@ def run_child(spec: dict[str, Any]) -> Run:
                .config("spark.driver.memory", "8g"))
     if cfg.jfr_dir:
         recording = Path(cfg.jfr_dir) / f"{run.workload}-{run.keys}-{run.provider}.jfr"
-        builder = builder.config("spark.driver.extraJavaOptions",
-                                 f"-XX:StartFlightRecording=filename={recording},"
-                                 "settings=profile")
+        builder = builder.config("spark.driver.extraJavaOptions", jfr_at_launch(recording))
     options = {"localDir": str(work / "pool"), **cfg.options}
     jars = f"{spark_conf(**options)['spark.jars']},{bench_jar()}"  # the no-op provider's too
     spark = configure(builder, **options).config("spark.jars", jars).getOrCreate()
@@ -249,6 +247,14 @@ def run_child(spec: dict[str, Any]) -> Run:
     run.peak_jvm_mb, run.peak_workers_mb = round(sampler.peak_jvm), round(sampler.peak_workers)
     spark.stop()
     return run
+
+
+def jfr_at_launch(recording: Path) -> str:
+    """The JVM option that records with Java Flight Recorder from the JVM's launch into
+    `recording`, under the name `profile` (which `benchmarks.profile` stops it by). Never
+    later: a recording started in a running JVM (`jcmd JFR.start`) makes it drop its
+    compiled code, and the batches after it recompile it (benchmarks/profile.py)."""
+    return f"-XX:StartFlightRecording=name=profile,settings=profile,filename={recording}"
 
 
 def state_task_ms(progress: Sequence[Any]) -> dict[str, float]:

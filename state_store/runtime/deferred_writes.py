@@ -10,7 +10,7 @@ commit used to wait for its worker to apply the batch's last frames: about 20 ms
 and batch at 1M keys of aggregation. Applied behind the commit, that work runs beside the
 next task or in the driver's gap between batches.
 
-Invariants, enforced by `WorkingCopy` (working_copy.py):
+Invariants, enforced by `WorkingCopy` (working_copy.py) and, the last, here:
 - Everything that reads or reshapes RocksDB calls `settle` first, so it sees every record
   sent before it, in order; only the records' own puts and deletes are ever deferred.
 - A failed apply poisons the queue: the records after it are dropped, and every `settle`
