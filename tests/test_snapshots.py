@@ -18,13 +18,12 @@ from rocksdict import Options, Rdict
 
 import faulty_fs
 from faulty_fs import FUSE
-from state_store.errors import StateStoreError
 from state_store.format import records
 from state_store.format.manifest import Owner
 from state_store.format.records import Op
 from state_store.format.storage import StorageError, open_storage
 from state_store.runtime.engine import VersionedStore
-from state_store.runtime.working_copy import database_files
+from state_store.runtime.teardown import Closable, release_now
 from test_engine import commit_versions, contents, open_store, put
 
 
@@ -185,23 +184,58 @@ def test_neither_finish_nor_end_snapshots_uncommitted_writes(tmp_path: Path,
     assert (tmp_path / "a").exists() == (ending == "finish")  # `end` closes: the copy goes
 
 
-def test_end_snapshots_the_closed_working_copy_every_family_loadable_without_replay(
+def test_end_snapshots_the_open_copy_and_leaves_its_close_to_the_release(
         tmp_path: Path) -> None:
-    """A store that is going (`end`: finish, then close) takes its final snapshot from its
-    working copy once closed: every family's rows, and no replay to load it."""
+    """A store that is going (`end`: finish, then close) takes its final snapshot, every
+    family's rows, from its working copy while it is open, and hands the copy over open:
+    RocksDB's close waits for the compactions running on it, at nice 19 (slow on busy
+    cores), so the close is the release's, behind the answer."""
     store = _with_unflushed_rows(tmp_path, "extra")  # version 2 not snapshotted, in memtables
+    handed: list[tuple[bool, list[int]]] = []
+
+    def release(copy: Closable, directory: Path) -> None:
+        handed.append((store.copy.db is not None, store.checkpoint.snapshot_versions()))
+        release_now(copy, directory)
+
+    store.release = release
     store.load(2)
     store.write(put("after", "y") + put("k0000007", "z", cf="extra"))
     assert store.commit(3)["published"]
     store.end()
-    assert store.failures == [] and store.checkpoint.snapshot_versions()[-1] == 3
-    assert not (tmp_path / "a").exists()  # the working copy went with the close
+    assert [(open_, versions[-1]) for open_, versions in handed] == [(True, 3)]  # open when
+    # handed over, its final snapshot published
+    assert store.failures == [] and not (tmp_path / "a").exists()
     fresh = open_store(tmp_path / "root", tmp_path / "b")
     fresh.load(3)
     assert fresh.metrics.replayed_versions == 0
     extra = contents(fresh, "extra")
     assert len(extra) == 100_000 and extra[b"k0000007"] == b"z"
     assert extra[b"k0099999"] == b"x" * 100 and contents(fresh) == {b"after": b"y"}
+
+
+def test_a_final_flush_starts_ahead_of_the_end_for_committed_state_only(
+        tmp_path: Path) -> None:
+    """`start_final_flush` hands a store's memtables to RocksDB's flush thread and returns,
+    so that a worker ending several stores flushes one while it uploads another; a store
+    whose working copy holds uncommitted writes owes no final snapshot and is left alone."""
+    committed = _with_unflushed_rows(tmp_path, "default")
+    dirty = open_store(tmp_path / "root-dirty", tmp_path / "dirty", interval=1000)
+    commit_versions(dirty, 1)
+    dirty.load(1)
+    dirty.write(put("uncommitted", "x"))
+    def active() -> list[int]:
+        return [s.copy.rocksdb().property_int_value("rocksdb.num-entries-active-mem-table")
+                for s in (committed, dirty)]
+
+    before = active()
+    assert before[0] == 100_000 and before[1] > 0
+    for store in (committed, dirty):
+        store.start_final_flush()
+    assert active() == [0, before[1]]
+    assert 2 not in committed.checkpoint.snapshot_versions()  # `end` takes it
+    committed.end()
+    assert committed.checkpoint.snapshot_versions()[-1] == 2 and committed.failures == []
+    dirty.close()
 
 
 def test_end_records_a_final_snapshot_it_could_not_take_and_closes(tmp_path: Path) -> None:
@@ -218,23 +252,6 @@ def test_end_records_a_final_snapshot_it_could_not_take_and_closes(tmp_path: Pat
     fresh = open_store(tmp_path / "root", tmp_path / "b")
     fresh.load(3)
     assert contents(fresh) == expected[3] and fresh.metrics.replayed_versions == 3
-
-
-def test_a_closed_databases_files_are_those_that_open_it(tmp_path: Path) -> None:
-    """CURRENT, the MANIFEST it names, the newest OPTIONS, the data files, the binding's
-    config; not RocksDB's bookkeeping. A CURRENT that names anything else is refused."""
-    for name in ("MANIFEST-000005", "MANIFEST-000011", "OPTIONS-000007", "OPTIONS-000013",
-                 "000012.sst", "000014.sst", "000004.log", "LOCK", "LOG", "LOG.old.1700",
-                 "IDENTITY", "rocksdict-config.json"):
-        (tmp_path / name).write_bytes(b"")
-    (tmp_path / "CURRENT").write_text("MANIFEST-000011\n")
-    assert sorted(database_files(tmp_path)) == sorted(
-        ["CURRENT", "MANIFEST-000011", "OPTIONS-000013", "000012.sst", "000014.sst",
-         "000004.log", "rocksdict-config.json"])
-    for current in ("../../elsewhere/MANIFEST-000011", "MANIFEST-000099", "LOCK"):
-        (tmp_path / "CURRENT").write_text(current)
-        with pytest.raises(StateStoreError, match=f"{tmp_path}: CURRENT names"):
-            database_files(tmp_path)
 
 
 def test_concurrent_attempts_at_one_version(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pyrocks_support import S3Endpoint, condition_ignoring_endpoint, readline_wi
 from state_store.driver import bridge
 from state_store.format import records
 from state_store.format.records import Op
-from state_store.format.storage import open_storage
+from state_store.format.storage import ConditionProbes, open_storage
 from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX, StoreOptions
 from state_store.runtime.engine import VersionedStore
@@ -38,6 +38,7 @@ from state_store.runtime.protocol import (
 )
 from state_store.runtime.worker import Session
 from test_chunks import pairs_of as chunk_pairs
+from test_engine import commit_versions, open_store
 
 
 @contextlib.contextmanager
@@ -227,6 +228,39 @@ def test_one_end_stores_request_ends_every_session_it_names(worker, tmp_path: Pa
     assert status == Status.OK and json.loads(answer)["unchanged"], answer
     for conn in (a, b, c, d):
         conn.close()
+
+
+def test_ending_a_workers_stores_starts_every_final_flush_before_the_first_end(
+        tmp_path: Path) -> None:
+    """END_STORES (here on sessions in this process) hands every named store's memtables
+    to RocksDB's flush thread before it ends the first store, so one store's flush runs
+    while another's snapshot is taken and uploaded; each still ends with its snapshot."""
+    peers: dict[int, Session] = {}
+    for session_id in (1, 2, 3):
+        session = Session(None, tmp_path / "worker", ThreadPoolExecutor(1),  # type: ignore[arg-type]
+                          None, ConditionProbes(), session_id=session_id, peers=peers)
+        session.store = open_store(tmp_path / f"root-{session_id}",
+                                   tmp_path / f"local-{session_id}", interval=100)
+        commit_versions(session.store, 2)  # version 2 owes its snapshot, in the memtable
+        peers[session_id] = session
+    unflushed_at_first_end: list[int] = []
+
+    def end(store: VersionedStore, original=VersionedStore.end) -> None:
+        if not unflushed_at_first_end:
+            unflushed_at_first_end.extend(
+                peer.store.copy.rocksdb().property_int_value(
+                    "rocksdb.num-entries-active-mem-table")
+                for peer in peers.values() if peer.store is not None)
+        original(store)
+
+    ends = {session_id: peers[session_id].store for session_id in peers}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(VersionedStore, "end", end)
+        failures = peers[1].end_stores([3, 1, 2])
+    assert failures == {"1": [], "2": [], "3": []}
+    assert unflushed_at_first_end == [0, 0, 0]
+    assert all(store.checkpoint.snapshot_versions()[-1] == 2  # type: ignore[union-attr]
+               for store in ends.values())
 
 
 def thread_niceness(pid: int) -> dict[str, set[int]]:

@@ -401,17 +401,24 @@ class VersionedStore:
         if lineage is not None:
             self.snapshots.take_now(self.copy, self.loaded_version, lineage)
 
+    def start_final_flush(self) -> None:
+        """The flush of `end`'s final snapshot, started ahead of it: a worker ending several
+        stores starts every one's before it ends the first (worker.end_stores), so that
+        one store flushes while another uploads."""
+        if self.state in _OPEN and self._final_snapshot_due() is not None:
+            self.copy.start_flush()
+
     def end(self) -> None:
-        """`finish`, then `close`: the store is going. The final snapshot is taken from the
-        closed working copy (snapshots.take_closing), which costs a flush and links where
-        `finish`'s costs a RocksDB checkpoint too. Closed even if the snapshot fails (that
-        is recorded in `failures`, as a failed upload is)."""
+        """`finish`, then `close`: the store is going. The final snapshot is a checkpoint of
+        the open working copy, as `finish`'s is, and the close is left to the release behind
+        the answer (teardown.py): RocksDB's close waits for the compactions running on the
+        copy, which run at nice 19 (working_copy.let_compactions_yield), so on busy cores a
+        close that waited for one to notice it took 20-70 ms (docs/benchmarks.md, Dec 6).
+        Closed even if the snapshot fails (that is recorded in `failures`, as a failed
+        upload is)."""
         self._require(_OPEN, "finish")
-        self.snapshots.drain()
         try:
-            lineage = self._final_snapshot_due()
-            if lineage is not None:
-                self.snapshots.take_closing(self.copy, self.loaded_version, lineage)
+            self.finish()
         except Exception as e:  # the committed state is whole without it: the close goes on
             self._snapshot_failed(f"final snapshot of version {self.loaded_version}: "
                                   f"{type(e).__name__}: {e}")

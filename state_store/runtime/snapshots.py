@@ -64,14 +64,6 @@ class Snapshotter:
         return self._upload(self._local_checkpoint(copy), version, copy.num_keys, lineage,
                             full)
 
-    def take_closing(self, copy: WorkingCopy, version: int, lineage: str) -> Taken | None:
-        """`take_now` for a store that is closing: its final snapshot is the closed working
-        copy itself (`WorkingCopy.close_into`), which is closed when this returns."""
-        self.drain()
-        local = self._scratch_dir()
-        copy.close_into(local)
-        return self._upload(local, version, copy.num_keys, lineage, False)
-
     def drain(self) -> None:
         """Waits for the upload in flight, if any. Its failure was recorded, not raised."""
         inflight, self._inflight = self._inflight, None

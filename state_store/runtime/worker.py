@@ -227,10 +227,17 @@ class Session:
         """END_STORES: the store of each named session ends, one after another on this
         thread, each under its session's lock (so never in the middle of a request of its
         own). A session is named in one such request only (the shim hands each store over
-        once: LiveProviders.endRunHere), so two of them never wait for each other's locks."""
+        once: LiveProviders.endRunHere), so two of them never wait for each other's locks.
+        Every store's final flush starts first, so RocksDB's flush thread works through
+        them while this one snapshots and uploads the stores before."""
+        named = {session_id: self if session_id == self.id else self.peers.get(session_id)
+                 for session_id in session_ids}
+        for session in named.values():
+            if session is not None and session.store is not None:
+                with self.lock_of(session), contextlib.suppress(Exception):  # its end reports it
+                    session.store.start_final_flush()
         failures: dict[str, list[str]] = {}
-        for session_id in session_ids:
-            session = self if session_id == self.id else self.peers.get(session_id)
+        for session_id, session in named.items():
             if session is None:
                 failures[str(session_id)] = [
                     f"no session {session_id} is open in worker pid {os.getpid()}"]

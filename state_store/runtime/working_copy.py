@@ -9,8 +9,6 @@ write-ahead log is off: the changelog, not the WAL, makes writes durable.
 from __future__ import annotations
 
 import contextlib
-import os
-import re
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
@@ -143,25 +141,20 @@ class WorkingCopy:
 
         A checkpoint flushes the memtables first (the WAL is off), and the binding's checkpoint
         holds the GIL throughout: about 7 ms a store in which no other session of this worker
-        is served, four in a row when a query stops. Its `flush` waits with the GIL released,
-        so the memtables are flushed by it first; the checkpoint is left links and small
-        copies (about 2 ms)."""
+        is served. Its `flush` waits with the GIL released, so the memtables are flushed by
+        it first; the checkpoint is left links and small copies (about 2 ms). Unlike a
+        close, it never waits for a compaction RocksDB is running on the copy."""
         self.deferred.settle()
         self._flush_memtables()
         Checkpoint(self.rocksdb()).create_checkpoint(str(target))
 
-    def close_into(self, target: Path) -> None:
-        """Closes the working copy, then links the closed database's files into `target`, a
-        new directory on the same filesystem: what `checkpoint` would hold, for a store that
-        is closing (its final snapshot). Closed, the database can no longer change, so links
-        suffice where `checkpoint` holds the GIL and syncs (and a compaction the flush
-        starts, whose output would go with the working copy, is cancelled by the close)."""
-        assert self.db_dir is not None, "the working copy was opened"
-        self.deferred.settle()  # a copy that failed to apply a write holds no version
-        self.close()  # flushes the memtables first
-        target.mkdir()
-        for name in database_files(self.db_dir):
-            os.link(self.db_dir / name, target / name)
+    def start_flush(self) -> None:
+        """Hands the memtables to RocksDB's flush thread and returns: a worker ending several
+        stores flushes the next one's while it snapshots and uploads this one's
+        (worker.end_stores). `checkpoint`'s own flush then finds it done, or waits for it."""
+        self.deferred.settle()
+        for family in self.cfs.values():
+            family.flush(False)
 
     def _flush_memtables(self) -> None:
         for family in self.cfs.values():
@@ -348,29 +341,6 @@ class WorkingCopy:
         target = self.cf(cf)
         existed = target.key_may_exist(key) and target.get(key) is not None
         return flagged | KNOWN | (EXISTED if existed else 0)
-
-
-_MANIFEST = re.compile(r"MANIFEST-\d+")
-_OPTIONS = re.compile(r"OPTIONS-\d+")
-_DATA = (".sst", ".blob", ".log")  # tables, blobs and (empty: ours is off) write-ahead logs
-_BINDING_CONFIG = "rocksdict-config.json"
-
-
-def database_files(db_dir: Path) -> list[str]:
-    """The files that open a closed RocksDB in `db_dir` as it was: CURRENT, the MANIFEST it
-    names, the newest OPTIONS, the data files, and the binding's config; not RocksDB's own
-    bookkeeping (LOCK, LOG, IDENTITY, earlier MANIFESTs and OPTIONS). A data file the
-    MANIFEST no longer names (one RocksDB has not deleted yet) is harmless: opening a copy
-    ignores it."""
-    names = os.listdir(db_dir)
-    manifest = (db_dir / "CURRENT").read_text().strip()
-    if not _MANIFEST.fullmatch(manifest) or manifest not in names:
-        raise StateStoreError(f"{db_dir}: CURRENT names {manifest[:80]!r}, not a MANIFEST "
-                              "of the database")
-    options = [n for n in names if _OPTIONS.fullmatch(n)]
-    newest = [max(options, key=lambda n: int(n.split("-")[1]))] if options else []
-    return ["CURRENT", manifest, *newest, *(n for n in names if n.endswith(_DATA)),
-            *([_BINDING_CONFIG] if _BINDING_CONFIG in names else [])]
 
 
 class _RecordBatch:
