@@ -405,7 +405,7 @@ class VersionedStore:
         """The flush of `end`'s final snapshot, started ahead of it: a worker ending several
         stores starts every one's before it ends the first (worker.end_stores), so that
         one store flushes while another uploads."""
-        if self.state in _OPEN and self._final_snapshot_due() is not None:
+        if self._final_snapshot_due() is not None:  # a clean copy of a committed version
             self.copy.start_flush()
 
     def end(self) -> None:

@@ -153,12 +153,11 @@ class WorkingCopy:
         stores flushes the next one's while it snapshots and uploads this one's
         (worker.end_stores). `checkpoint`'s own flush then finds it done, or waits for it."""
         self.deferred.settle()
-        for family in self.cfs.values():
-            family.flush(False)
+        self._flush_memtables(wait=False)
 
-    def _flush_memtables(self) -> None:
+    def _flush_memtables(self, wait: bool = True) -> None:
         for family in self.cfs.values():
-            family.flush()
+            family.flush(wait)
 
     def count_keys(self, recorded: int) -> None:
         """Sets the key count of a freshly loaded version: the one its manifest `recorded`,
