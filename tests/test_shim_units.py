@@ -68,7 +68,8 @@ SCANS = ("range-scan-lists-keys-in-value-order",
          "a-chunk-reads-in-both-shapes-and-a-malformed-one-is-refused",
          "full-scans-stream-families-of-one-length-and-of-many-whole")
 KEY_LAYOUT = ("fixed-width-prefix-keys-are-sparks-bytes",
-              "prefix-scan-keys-trust-their-layout-only-once-it-matched")
+              "prefix-scan-keys-trust-their-layout-only-once-it-matched",
+              "values-are-row-bytes-and-lists-are-length-framed")
 OPTIONS = ("sizes-and-durations-read-as-python-reads-them",
            "spark-memory-and-compaction-settings-read-as-python-reads-them",
            "spark-state-settings-reach-the-worker-and-unknown-ones-are-named",
@@ -123,7 +124,7 @@ GROUPS = {"read cache and key filter": CACHE,
           "finishing the stores of a stopped query, the next run's locations": FINISH,
           "versions from nothing, the change feed, replay": REPLAY,
           "range scans and scan chunks": SCANS,
-          "prefix-scan keys built field by field": KEY_LAYOUT,
+          "rows as bytes: prefix-scan keys field by field, values": KEY_LAYOUT,
           "option values and Spark's settings": OPTIONS}
 
 

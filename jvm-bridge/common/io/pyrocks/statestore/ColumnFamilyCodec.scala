@@ -1,6 +1,7 @@
 package io.pyrocks.statestore
 
-import java.nio.ByteBuffer
+import java.lang.invoke.{MethodHandles, VarHandle}
+import java.nio.{ByteBuffer, ByteOrder}
 
 import scala.collection.mutable.ArrayBuffer
 
@@ -68,7 +69,8 @@ final class ColumnFamilyCodec(
   /** The encoded prefix a key row is found under by `prefixScan`, for prefix-scan specs: the
    * very bytes `prefix` gives for the key's prefix columns, so the two can never disagree. */
   def prefixOf(key: UnsafeRow): Option[Array[Byte]] =
-    for (keys <- prefixKeys; project <- prefixColumns) yield keys.prefixOfKey(key, project(_))
+    if (prefixKeys.isEmpty) None // every get and put asks: no closure for the common case
+    else for (keys <- prefixKeys; project <- prefixColumns) yield keys.prefixOfKey(key, project(_))
 
   /** A row never reused by a later decode. */
   def decodeKey(bytes: Array[Byte]): UnsafeRow = decodeKey(bytes, 0, bytes.length)
@@ -97,23 +99,43 @@ final class ColumnFamilyCodec(
 
   private val idBytes = if (evolution.isDefined) 2 else 0
 
-  def value(row: UnsafeRow): Array[Byte] =
-    if (!multipleValues) valueList(Array(row), framed = false) else valueList(Array(row))
-
-  def valueList(rows: Array[UnsafeRow]): Array[Byte] = valueList(rows, framed = true)
-
-  private def valueList(rows: Array[UnsafeRow], framed: Boolean): Array[Byte] = {
-    val head = (if (framed) 4 else 0) + idBytes
-    val buf = new Array[Byte](rows.map(_.getSizeInBytes + head).sum)
-    var pos = 0
-    rows.foreach { r =>
-      val entry = ByteBuffer.wrap(buf, pos, head)
-      if (framed) entry.putInt(r.getSizeInBytes + idBytes)
-      evolution.foreach(e => entry.putShort(e.currentId))
-      r.writeToMemory(buf, Platform.BYTE_ARRAY_OFFSET + pos + head)
-      pos += head + r.getSizeInBytes
-    }
+  /** Every put of a single-value family comes here, once per row: it allocates the value's
+   * array and nothing else (no list of one, no buffer view per entry); that garbage was a
+   * fifth of what the store allocated a batch (docs/benchmarks.md, Dec 6, stop 86). */
+  def value(row: UnsafeRow): Array[Byte] = {
+    val buf = new Array[Byte](entryBytes(row, multipleValues))
+    writeEntry(row, buf, 0, multipleValues)
     buf
+  }
+
+  def valueList(rows: Array[UnsafeRow]): Array[Byte] = {
+    var total = 0
+    for (r <- rows) total += entryBytes(r, framed = true)
+    val buf = new Array[Byte](total)
+    var pos = 0
+    for (r <- rows) pos = writeEntry(r, buf, pos, framed = true)
+    buf
+  }
+
+  private def entryBytes(row: UnsafeRow, framed: Boolean): Int =
+    (if (framed) 4 else 0) + idBytes + row.getSizeInBytes
+
+  /** `row` at `pos`, after its length if `framed` and its schema id if the values evolve
+   * (both big-endian, as `decodeValues` and the worker read them); returns where the next
+   * entry starts. */
+  private def writeEntry(row: UnsafeRow, buf: Array[Byte], pos: Int, framed: Boolean): Int = {
+    import ColumnFamilyCodec.{BigEndianInts, BigEndianShorts}
+    var at = pos
+    if (framed) {
+      BigEndianInts.set(buf, at, idBytes + row.getSizeInBytes): Unit
+      at += 4
+    }
+    evolution match {
+      case Some(e) => BigEndianShorts.set(buf, at, e.currentId): Unit; at += 2
+      case None =>
+    }
+    row.writeToMemory(buf, Platform.BYTE_ARRAY_OFFSET + at)
+    at + row.getSizeInBytes
   }
 
   def decodeValue(bytes: Array[Byte]): UnsafeRow = decodeValue(bytes, 0, bytes.length)
@@ -158,6 +180,12 @@ final class ColumnFamilyCodec(
 }
 
 object ColumnFamilyCodec {
+  // (The ascriptions at the calls give them exact signatures, as in `Int32`.)
+  private val BigEndianInts: VarHandle =
+    MethodHandles.byteArrayViewVarHandle(classOf[Array[Int]], ByteOrder.BIG_ENDIAN)
+  private val BigEndianShorts: VarHandle =
+    MethodHandles.byteArrayViewVarHandle(classOf[Array[Short]], ByteOrder.BIG_ENDIAN)
+
   /**
    * A row's bytes in a new array. Never `UnsafeRow.getBytes`: it returns the row's own
    * backing array when the row fills it exactly, and callers reuse rows, so those bytes

@@ -40,8 +40,9 @@ class PyRocksStateStore(
 
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
     val codec = provider.codec(colFamilyName)
-    provider.get(colFamilyName, codec.key(key), codec.multipleValues, codec.prefixOf(key))
-      .map(codec.decodeValue).orNull
+    val value =
+      provider.get(colFamilyName, codec.key(key), codec.multipleValues, codec.prefixOf(key))
+    if (value.isEmpty) null else codec.decodeValue(value.get) // per get: no closure
   }
 
   override def valuesIterator(key: UnsafeRow, colFamilyName: String): Iterator[UnsafeRow] = {

@@ -3,17 +3,20 @@ package io.pyrocks.statestore
 import scala.util.Random
 
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{PrefixKeyScanStateEncoderSpec, RocksDBStateEncoder, UnsafeRowDataEncoder}
+import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, PrefixKeyScanStateEncoderSpec, RocksDBStateEncoder, UnsafeRowDataEncoder}
 import org.apache.spark.sql.types._
 
 /** Prefix-scan keys built field by field (FixedWidthKeys) are Spark's bytes: keys, prefixes
  * and decoded rows equal what Spark's own encoder gives, on every fixed-width type, with
  * nulls, odd floats and slots whose unused bytes hold garbage; a key of variable width never
- * leaves Spark's encoder. */
+ * leaves Spark's encoder. Values are the layout the worker reads (`ColumnFamilyCodec`): a
+ * single value is its row's bytes, a list is `[length: u32 big-endian][row]` entries, which
+ * a merge appends. */
 object KeyLayoutChecks {
   val all: Map[String, Fixture => Unit] = Map(
     "fixed-width-prefix-keys-are-sparks-bytes" -> fixedWidthKeysAreSparksBytes,
-    "prefix-scan-keys-trust-their-layout-only-once-it-matched" -> trustOnlyOnceMatched)
+    "prefix-scan-keys-trust-their-layout-only-once-it-matched" -> trustOnlyOnceMatched,
+    "values-are-row-bytes-and-lists-are-length-framed" -> valuesAreRowBytes)
 
   private val types: Seq[DataType] = Seq(LongType, IntegerType, BooleanType, DoubleType,
     ShortType, FloatType, ByteType, DateType, TimestampType, TimestampNTZType,
@@ -134,5 +137,37 @@ object KeyLayoutChecks {
       stringKeys.key(UnsafeProjection.create(strings)(in))
     }
     expect(!stringKeys.ownLayout, "a string key left Spark's encoder")
+  }
+
+  def valuesAreRowBytes(f: Fixture): Unit = {
+    import f._
+    val schema = new StructType().add("n", LongType).add("s", StringType).add("d", DoubleType)
+    val toUnsafe = UnsafeProjection.create(schema)
+    def codec(multi: Boolean) = new ColumnFamilyCodec(keySchema, schema,
+      NoPrefixKeyStateEncoderSpec(keySchema), multipleValues = multi)
+    val rows = (0 until 5).map { i =>
+      val in = new GenericInternalRow(3)
+      in.update(0, i.toLong * 1000003L)
+      if (i % 2 == 0) in.update(1, org.apache.spark.unsafe.types.UTF8String.fromString("x" * i))
+      in.update(2, i / 3.0)
+      toUnsafe(in).copy()
+    }
+    def framed(row: UnsafeRow): Array[Byte] =
+      java.nio.ByteBuffer.allocate(4).putInt(row.getSizeInBytes).array() ++ row.getBytes
+    val single = codec(multi = false)
+    for (row <- rows) {
+      val bytes = single.value(row)
+      expect(java.util.Arrays.equals(bytes, row.getBytes), s"single value of $row: ${hex(bytes)}")
+      expect(single.decodeValue(bytes) == row, s"single value of $row decodes otherwise")
+    }
+    val multi = codec(multi = true)
+    val list = multi.valueList(rows.toArray)
+    expect(java.util.Arrays.equals(list, rows.flatMap(framed).toArray),
+      s"a list of ${rows.length}: ${hex(list)}")
+    expect(multi.decodeValues(list) == rows, s"a list decodes as ${multi.decodeValues(list)}")
+    // A put of one value of a list family, then merges: the worker appends their bytes.
+    val merged = multi.value(rows.head) ++ multi.valueList(rows.tail.toArray)
+    expect(java.util.Arrays.equals(merged, list), s"a value and a merge: ${hex(merged)}")
+    expect(multi.valueList(Array.empty).isEmpty, "an empty list has bytes")
   }
 }
