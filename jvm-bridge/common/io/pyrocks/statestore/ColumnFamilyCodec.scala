@@ -100,8 +100,8 @@ final class ColumnFamilyCodec(
   private val idBytes = if (evolution.isDefined) 2 else 0
 
   /** Every put of a single-value family comes here, once per row: it allocates the value's
-   * array and nothing else (no list of one, no buffer view per entry); that garbage was a
-   * fifth of what the store allocated a batch (docs/benchmarks.md, Dec 6, stop 86). */
+   * array and nothing else. A list of one (its sizes, a buffer view and closures per entry)
+   * was most of the garbage a put made (docs/benchmarks.md, Dec 6, stop 86). */
   def value(row: UnsafeRow): Array[Byte] = {
     val buf = new Array[Byte](entryBytes(row, multipleValues))
     writeEntry(row, buf, 0, multipleValues)
