@@ -27,6 +27,10 @@ heap) is a result. `--repeats N` runs each provider N times, the providers takin
 going first, and takes the median of their medians (ours over each Spark provider is also
 shown repeat by repeat). `--jfr DIR` records each run's JVM (driver and executor in local
 mode) with Java Flight Recorder: `jfr print --events jdk.ExecutionSample F.jfr`.
+`--java-option=-Xms4g` gives every run's JVM that option: G1 then no longer falls, in some
+runs and not others, into concurrent marking back to back, so a comparison needs fewer
+repeats (docs/benchmarks.md, Dec 6, stop 86); without it the runs are as Spark starts a
+local driver.
 
 Results: a table on stdout, `benchmarks/results/scale.json`, and the chart
 `benchmarks/results/scale.png` (median batch time against state size, one panel per
@@ -87,6 +91,9 @@ class Config:
     options: dict[str, str] = field(default_factory=dict)  # ours: configure(**options)
     jfr_dir: str = ""  # a JFR recording of each run's JVM there (its executor: local mode)
     repeats: int = 1  # runs of each provider per (workload, size), the providers in turn
+    # The JVM's own options for every run (e.g. -Xms4g: G1 then keeps out of back-to-back
+    # marking, which otherwise swings a 1M-key batch by a fifth; docs/benchmarks.md, Dec 6)
+    java_options: tuple[str, ...] = ()
 
 
 @dataclass
@@ -195,6 +202,16 @@ def _stateful(frame: Any, workload: str, F: Any) -> tuple[Any, str]:
 # ------------------------------------------------------------------------------------ run
 
 
+def driver_java_options(cfg: Config, run: Run) -> str:
+    """The options of `run`'s JVM (the driver's: in local mode, the executor's too): the
+    configured ones, then the recording's if runs are recorded."""
+    options = list(cfg.java_options)
+    if cfg.jfr_dir:
+        options.append(jfr_at_launch(
+            Path(cfg.jfr_dir) / f"{run.workload}-{run.keys}-{run.provider}.jfr"))
+    return " ".join(options)
+
+
 def run_child(spec: dict[str, Any]) -> Run:
     """One (workload, size, provider) in this process: its own SparkSession and JVM."""
     from pyspark.sql import SparkSession
@@ -209,9 +226,9 @@ def run_child(spec: dict[str, Any]) -> Run:
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", "8g"))
-    if cfg.jfr_dir:
-        recording = Path(cfg.jfr_dir) / f"{run.workload}-{run.keys}-{run.provider}.jfr"
-        builder = builder.config("spark.driver.extraJavaOptions", jfr_at_launch(recording))
+    java_options = driver_java_options(cfg, run)
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
     options = {"localDir": str(work / "pool"), **cfg.options}
     jars = f"{spark_conf(**options)['spark.jars']},{bench_jar()}"  # the no-op provider's too
     spark = configure(builder, **options).config("spark.jars", jars).getOrCreate()
@@ -495,6 +512,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="one of our options for every run (e.g. readCacheMB=2g)")
     parser.add_argument("--jfr", default="", metavar="DIR",
                         help="record each run's JVM with Java Flight Recorder into DIR")
+    parser.add_argument("--java-option", action="append", default=[], metavar="OPTION",
+                        help="an option of every run's JVM, repeatable (with '=': "
+                             "--java-option=-Xms4g)")
     parser.add_argument("--results", default=str(RESULTS_JSON), metavar="JSON",
                         help="where runs are kept (merged with what it holds), the chart "
                              "beside it as .png")
@@ -511,7 +531,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                      tuple(args.workloads.split(",")), tuple(args.providers.split(",")),
                      args.rows, args.fill_rows, args.warmup, args.rounds, args.timeout,
                      dict(o.split("=", 1) for o in args.option),
-                     str(Path(args.jfr).resolve()) if args.jfr else "", args.repeats)
+                     str(Path(args.jfr).resolve()) if args.jfr else "", args.repeats,
+                     tuple(args.java_option))
         if args.jfr:
             Path(args.jfr).mkdir(parents=True, exist_ok=True)
         unknown = (set(cfg.workloads) - set(WORKLOADS)) | (set(cfg.providers)

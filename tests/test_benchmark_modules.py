@@ -112,6 +112,21 @@ def test_scale_takes_the_median_over_repeats_and_pairs_them(tmp_path: Path) -> N
     assert "pyrocks: died" in table
 
 
+def test_scale_gives_each_run_the_java_options_and_its_recording(tmp_path: Path) -> None:
+    """`--java-option` reaches every run's JVM, beside the recording `--jfr` asks for."""
+    from benchmarks.scale import Config, Run, driver_java_options
+
+    run = Run("dedup", 1_000_000, "pyrocks")
+    plain = Config((1_000_000,), ("dedup",), ("pyrocks",), 100, 100, 1, 3, 60.0)
+    assert driver_java_options(plain, run) == ""
+    tuned = Config(**{**plain.__dict__, "java_options": ("-Xms4g", "-XX:+AlwaysPreTouch"),
+                      "jfr_dir": str(tmp_path)})
+    options = driver_java_options(tuned, run).split(" ")
+    assert options[:2] == ["-Xms4g", "-XX:+AlwaysPreTouch"]
+    assert options[2].startswith("-XX:StartFlightRecording=")
+    assert options[2].endswith(f"filename={tmp_path / 'dedup-1000000-pyrocks.jfr'}")
+
+
 def test_spaced_triggers_counts_the_state_files_and_takes_medians(tmp_path: Path) -> None:
     """Every file under `state/`, at any depth, counts with its bytes; each figure's median
     is over the provider's repeats, and the table shows each provider's."""
