@@ -114,13 +114,14 @@ def test_scale_takes_the_median_over_repeats_and_pairs_them(tmp_path: Path) -> N
 
 def test_scale_gives_each_run_the_java_options_and_its_recording(tmp_path: Path) -> None:
     """`--java-option` reaches every run's JVM, beside the recording `--jfr` asks for."""
+    from dataclasses import replace
+
     from benchmarks.scale import Config, Run, driver_java_options
 
     run = Run("dedup", 1_000_000, "pyrocks")
     plain = Config((1_000_000,), ("dedup",), ("pyrocks",), 100, 100, 1, 3, 60.0)
     assert driver_java_options(plain, run) == ""
-    tuned = Config(**{**plain.__dict__, "java_options": ("-Xms4g", "-XX:+AlwaysPreTouch"),
-                      "jfr_dir": str(tmp_path)})
+    tuned = replace(plain, java_options=("-Xms4g", "-XX:+AlwaysPreTouch"), jfr_dir=str(tmp_path))
     options = driver_java_options(tuned, run).split(" ")
     assert options[:2] == ["-Xms4g", "-XX:+AlwaysPreTouch"]
     assert options[2].startswith("-XX:StartFlightRecording=")
