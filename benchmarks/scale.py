@@ -26,7 +26,8 @@ updates, removals, i.e. the eviction scan, and commits); a run that fails (e.g. 
 heap) is a result. `--repeats N` runs each provider N times, the providers taking turns at
 going first, and takes the median of their medians (ours over each Spark provider is also
 shown repeat by repeat). `--jfr DIR` records each run's JVM (driver and executor in local
-mode) with Java Flight Recorder: `jfr print --events jdk.ExecutionSample F.jfr`.
+mode) with Java Flight Recorder, a file a run (`aggregation-1000000-pyrocks.jfr`; `-2` after
+the provider for its second repeat): `jfr print --events jdk.ExecutionSample F.jfr`.
 `--java-option=-Xms4g` gives every run's JVM that option: G1 then no longer falls, in some
 runs and not others, into concurrent marking back to back, so a comparison needs fewer
 repeats (docs/benchmarks.md, Dec 6, stop 86); without it the runs are as Spark starts a
@@ -206,9 +207,10 @@ def driver_java_options(cfg: Config, run: Run) -> str:
     """The options of `run`'s JVM (the driver's: in local mode, the executor's too): the
     configured ones, then the recording's if runs are recorded."""
     options = list(cfg.java_options)
-    if cfg.jfr_dir:
+    if cfg.jfr_dir:  # each repeat its own file: a later one must not overwrite an earlier
+        repeat = f"-{run.repeat + 1}" if cfg.repeats > 1 else ""
         options.append(jfr_at_launch(
-            Path(cfg.jfr_dir) / f"{run.workload}-{run.keys}-{run.provider}.jfr"))
+            Path(cfg.jfr_dir) / f"{run.workload}-{run.keys}-{run.provider}{repeat}.jfr"))
     return " ".join(options)
 
 
@@ -219,7 +221,7 @@ def run_child(spec: dict[str, Any]) -> Run:
     from state_store.spark import configure, spark_conf
 
     cfg = from_json(Config, spec["config"])
-    run = Run(spec["workload"], spec["keys"], spec["provider"])
+    run = Run(spec["workload"], spec["keys"], spec["provider"], repeat=spec["repeat"])
     base, work = Path(spec["input"]), Path(spec["work"])
     builder = (SparkSession.builder.master("local[2]").appName("pyrocks-scale")
                .config("spark.sql.shuffle.partitions", "8")
@@ -292,7 +294,7 @@ def state_task_ms(progress: Sequence[Any]) -> dict[str, float]:
 def spawn(cfg: Config, workload: str, keys: int, provider: str, base: Path,
           work: Path, repeat: int) -> Run:
     spec = {"config": asdict(cfg), "workload": workload, "keys": keys, "provider": provider,
-            "input": str(base), "work": str(work)}
+            "repeat": repeat, "input": str(base), "work": str(work)}
     answer, error = run_module_child("benchmarks.scale", spec, cfg.timeout_s + 300)
     if answer is None:
         return Run(workload, keys, provider, error=error, repeat=repeat)

@@ -113,7 +113,8 @@ def test_scale_takes_the_median_over_repeats_and_pairs_them(tmp_path: Path) -> N
 
 
 def test_scale_gives_each_run_the_java_options_and_its_recording(tmp_path: Path) -> None:
-    """`--java-option` reaches every run's JVM, beside the recording `--jfr` asks for."""
+    """`--java-option` reaches every run's JVM, beside the recording `--jfr` asks for, in a
+    file of each repeat's own."""
     from dataclasses import replace
 
     from benchmarks.scale import Config, Run, driver_java_options
@@ -126,6 +127,10 @@ def test_scale_gives_each_run_the_java_options_and_its_recording(tmp_path: Path)
     assert options[:2] == ["-Xms4g", "-XX:+AlwaysPreTouch"]
     assert options[2].startswith("-XX:StartFlightRecording=")
     assert options[2].endswith(f"filename={tmp_path / 'dedup-1000000-pyrocks.jfr'}")
+    # With repeats, each repeat records into a file of its own.
+    repeated = replace(tuned, repeats=3)
+    second = driver_java_options(repeated, replace(run, repeat=1)).split(" ")[2]
+    assert second.endswith(f"filename={tmp_path / 'dedup-1000000-pyrocks-2.jfr'}")
 
 
 def test_spaced_triggers_counts_the_state_files_and_takes_medians(tmp_path: Path) -> None:
