@@ -1,7 +1,7 @@
 package io.pyrocks.statestore
 
 import java.lang.invoke.{MethodHandles, VarHandle}
-import java.nio.{ByteBuffer, ByteOrder}
+import java.nio.ByteOrder
 
 import scala.collection.mutable.ArrayBuffer
 
@@ -21,6 +21,7 @@ import org.apache.spark.unsafe.Platform
  * sequence of `[length u32][row]` entries, so a merge is a plain byte append in the worker.
  */
 final class ColumnFamilyCodec(
+    family: String, // for errors: the column family and its store
     keySchema: StructType,
     valueSchema: StructType,
     spec: KeyStateEncoderSpec,
@@ -147,14 +148,23 @@ final class ColumnFamilyCodec(
 
   def decodeValues(bytes: Array[Byte]): Seq[UnsafeRow] = decodeValues(bytes, 0, bytes.length)
 
+  /** The entries of a list value, each read in place. An entry's length is checked before
+   * its row points into `bytes`: a damaged one (negative, or past the value's end) would
+   * otherwise loop forever or read past the entry. */
   def decodeValues(bytes: Array[Byte], at: Int, length: Int): Seq[UnsafeRow] = {
     if (!multipleValues) return Seq(valueRow(bytes, at, length))
+    import ColumnFamilyCodec.BigEndianInts
     val rows = ArrayBuffer.empty[UnsafeRow]
-    val buf = ByteBuffer.wrap(bytes, at, length)
-    while (buf.remaining() >= 4) {
-      val len = buf.getInt()
-      rows += valueRow(bytes, buf.position(), len)
-      buf.position(buf.position() + len)
+    val end = at + length
+    var pos = at
+    while (pos < end) {
+      if (end - pos < 4) damaged(s"${end - pos} bytes after its last entry, less than a length")
+      val entry = BigEndianInts.get(bytes, pos): Int
+      if (entry < 0 || entry > end - pos - 4) {
+        damaged(s"an entry at byte ${pos - at} of $length claims $entry bytes")
+      }
+      rows += valueRow(bytes, pos + 4, entry)
+      pos += 4 + entry
     }
     rows.toSeq
   }
@@ -164,13 +174,17 @@ final class ColumnFamilyCodec(
     evolution match {
       case None => row(bytes, offset, length, valueFields)
       case Some(e) =>
-        val id = ByteBuffer.wrap(bytes, offset, 2).getShort
+        if (length < 2) damaged(s"a value of $length bytes has no schema id")
+        val id = ColumnFamilyCodec.BigEndianShorts.get(bytes, offset): Short
         if (id == e.currentId) row(bytes, offset + 2, length - 2, valueFields)
         else {
           val (fields, toCurrent) = e.reader(id)
           toCurrent(row(bytes, offset + 2, length - 2, fields)).copy()
         }
     }
+
+  private def damaged(what: String): Nothing =
+    throw new IllegalStateException(s"a stored value of column family $family is damaged: $what")
 
   private def row(bytes: Array[Byte], offset: Int, length: Int, fields: Int): UnsafeRow = {
     val r = new UnsafeRow(fields)

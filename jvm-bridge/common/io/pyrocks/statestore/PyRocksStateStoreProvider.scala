@@ -337,8 +337,9 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       valueSchema: StructType,
       spec: KeyStateEncoderSpec,
       multipleValues: Boolean): Unit =
-    codecs.computeIfAbsent(name, _ => new ColumnFamilyCodec(keySchema, valueSchema, spec,
-      multipleValues, ValueEvolution.of(name, schemas, storeConf.stateStoreEncodingFormat)))
+    codecs.computeIfAbsent(name, _ => new ColumnFamilyCodec(s"$name of $describe", keySchema,
+      valueSchema, spec, multipleValues,
+      ValueEvolution.of(name, schemas, storeConf.stateStoreEncodingFormat)))
 
   private[statestore] def codec(cf: String): ColumnFamilyCodec = {
     val c = codecs.get(cf)

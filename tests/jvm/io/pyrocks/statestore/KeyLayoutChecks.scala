@@ -11,12 +11,13 @@ import org.apache.spark.sql.types._
  * nulls, odd floats and slots whose unused bytes hold garbage; a key of variable width never
  * leaves Spark's encoder. Values are the layout the worker reads (`ColumnFamilyCodec`): a
  * single value is its row's bytes, a list is `[length: u32 big-endian][row]` entries, which
- * a merge appends. */
+ * a merge appends, and a list whose lengths do not add up is an error naming its family. */
 object KeyLayoutChecks {
   val all: Map[String, Fixture => Unit] = Map(
     "fixed-width-prefix-keys-are-sparks-bytes" -> fixedWidthKeysAreSparksBytes,
     "prefix-scan-keys-trust-their-layout-only-once-it-matched" -> trustOnlyOnceMatched,
-    "values-are-row-bytes-and-lists-are-length-framed" -> valuesAreRowBytes)
+    "values-are-row-bytes-and-lists-are-length-framed" -> valuesAreRowBytes,
+    "a-list-value-whose-lengths-do-not-add-up-is-refused" -> damagedListsAreRefused)
 
   private val types: Seq[DataType] = Seq(LongType, IntegerType, BooleanType, DoubleType,
     ShortType, FloatType, ByteType, DateType, TimestampType, TimestampNTZType,
@@ -139,28 +140,36 @@ object KeyLayoutChecks {
     expect(!stringKeys.ownLayout, "a string key left Spark's encoder")
   }
 
-  def valuesAreRowBytes(f: Fixture): Unit = {
-    import f._
-    val schema = new StructType().add("n", LongType).add("s", StringType).add("d", DoubleType)
-    val toUnsafe = UnsafeProjection.create(schema)
-    def codec(multi: Boolean) = new ColumnFamilyCodec(keySchema, schema,
-      NoPrefixKeyStateEncoderSpec(keySchema), multipleValues = multi)
-    val rows = (0 until 5).map { i =>
+  private val valueSchema =
+    new StructType().add("n", LongType).add("s", StringType).add("d", DoubleType)
+
+  private def valueCodec(f: Fixture, multi: Boolean) = new ColumnFamilyCodec("values",
+    f.keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(f.keySchema), multipleValues = multi)
+
+  /** Rows of `valueSchema`, a string in every other one: values of several lengths. */
+  private def valueRows: Seq[UnsafeRow] = {
+    val toUnsafe = UnsafeProjection.create(valueSchema)
+    (0 until 5).map { i =>
       val in = new GenericInternalRow(3)
       in.update(0, i.toLong * 1000003L)
       if (i % 2 == 0) in.update(1, org.apache.spark.unsafe.types.UTF8String.fromString("x" * i))
       in.update(2, i / 3.0)
       toUnsafe(in).copy()
     }
+  }
+
+  def valuesAreRowBytes(f: Fixture): Unit = {
+    import f._
+    val rows = valueRows
     def framed(row: UnsafeRow): Array[Byte] =
       java.nio.ByteBuffer.allocate(4).putInt(row.getSizeInBytes).array() ++ row.getBytes
-    val single = codec(multi = false)
+    val single = valueCodec(f, multi = false)
     for (row <- rows) {
       val bytes = single.value(row)
       expect(java.util.Arrays.equals(bytes, row.getBytes), s"single value of $row: ${hex(bytes)}")
       expect(single.decodeValue(bytes) == row, s"single value of $row decodes otherwise")
     }
-    val multi = codec(multi = true)
+    val multi = valueCodec(f, multi = true)
     val list = multi.valueList(rows.toArray)
     expect(java.util.Arrays.equals(list, rows.flatMap(framed).toArray),
       s"a list of ${rows.length}: ${hex(list)}")
@@ -169,5 +178,24 @@ object KeyLayoutChecks {
     val merged = multi.value(rows.head) ++ multi.valueList(rows.tail.toArray)
     expect(java.util.Arrays.equals(merged, list), s"a value and a merge: ${hex(merged)}")
     expect(multi.valueList(Array.empty).isEmpty, "an empty list has bytes")
+  }
+
+  /** A list value whose lengths do not add up (a damaged or crafted file that its checksum
+   * let through) is an error naming its family and the entry: never rows pointing past the
+   * value, nor a negative length stepping back (which looped, growing the rows). */
+  def damagedListsAreRefused(f: Fixture): Unit = {
+    import f._
+    val multi = valueCodec(f, multi = true)
+    val list = multi.valueList(valueRows.toArray)
+    val negative = list.clone()
+    java.nio.ByteBuffer.wrap(negative).putInt(-4)
+    val overrun = list.dropRight(1) // the last entry claims one byte more than is left
+    val trailing = list ++ Array[Byte](0, 0) // less than a length after the last entry
+    for ((bad, what) <- Seq(negative -> "at byte 0 of", overrun -> "claims",
+        trailing -> "2 bytes after its last entry")) {
+      val e = expectThrows[IllegalStateException](multi.decodeValues(bad))
+      expect(e.getMessage.contains("column family values") && e.getMessage.contains(what),
+        s"a damaged list (${hex(bad)}) reads as: ${e.getMessage}")
+    }
   }
 }
