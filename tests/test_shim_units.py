@@ -70,7 +70,8 @@ SCANS = ("range-scan-lists-keys-in-value-order",
 KEY_LAYOUT = ("fixed-width-prefix-keys-are-sparks-bytes",
               "prefix-scan-keys-trust-their-layout-only-once-it-matched",
               "values-are-row-bytes-and-lists-are-length-framed",
-              "a-list-value-whose-lengths-do-not-add-up-is-refused")
+              "a-list-value-whose-lengths-do-not-add-up-is-refused",
+              "a-value-too-short-for-its-schema-id-is-refused")
 OPTIONS = ("sizes-and-durations-read-as-python-reads-them",
            "spark-memory-and-compaction-settings-read-as-python-reads-them",
            "spark-state-settings-reach-the-worker-and-unknown-ones-are-named",

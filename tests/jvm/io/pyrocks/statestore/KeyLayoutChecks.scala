@@ -3,7 +3,7 @@ package io.pyrocks.statestore
 import scala.util.Random
 
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, PrefixKeyScanStateEncoderSpec, RocksDBStateEncoder, UnsafeRowDataEncoder}
+import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, PrefixKeyScanStateEncoderSpec, RocksDBStateEncoder, StateSchemaMetadataKey, StateSchemaMetadataValue, StateSchemaProvider, UnsafeRowDataEncoder}
 import org.apache.spark.sql.types._
 
 /** Prefix-scan keys built field by field (FixedWidthKeys) are Spark's bytes: keys, prefixes
@@ -11,13 +11,15 @@ import org.apache.spark.sql.types._
  * nulls, odd floats and slots whose unused bytes hold garbage; a key of variable width never
  * leaves Spark's encoder. Values are the layout the worker reads (`ColumnFamilyCodec`): a
  * single value is its row's bytes, a list is `[length: u32 big-endian][row]` entries, which
- * a merge appends, and a list whose lengths do not add up is an error naming its family. */
+ * a merge appends; a list whose lengths do not add up, or a value of an evolving family too
+ * short for its schema id, is an error naming its family. */
 object KeyLayoutChecks {
   val all: Map[String, Fixture => Unit] = Map(
     "fixed-width-prefix-keys-are-sparks-bytes" -> fixedWidthKeysAreSparksBytes,
     "prefix-scan-keys-trust-their-layout-only-once-it-matched" -> trustOnlyOnceMatched,
     "values-are-row-bytes-and-lists-are-length-framed" -> valuesAreRowBytes,
-    "a-list-value-whose-lengths-do-not-add-up-is-refused" -> damagedListsAreRefused)
+    "a-list-value-whose-lengths-do-not-add-up-is-refused" -> damagedListsAreRefused,
+    "a-value-too-short-for-its-schema-id-is-refused" -> shortEvolvingValuesAreRefused)
 
   private val types: Seq[DataType] = Seq(LongType, IntegerType, BooleanType, DoubleType,
     ShortType, FloatType, ByteType, DateType, TimestampType, TimestampNTZType,
@@ -140,15 +142,15 @@ object KeyLayoutChecks {
     expect(!stringKeys.ownLayout, "a string key left Spark's encoder")
   }
 
-  private val valueSchema =
+  private val valueRowSchema =
     new StructType().add("n", LongType).add("s", StringType).add("d", DoubleType)
 
   private def valueCodec(f: Fixture, multi: Boolean) = new ColumnFamilyCodec("values",
-    f.keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(f.keySchema), multipleValues = multi)
+    f.keySchema, valueRowSchema, NoPrefixKeyStateEncoderSpec(f.keySchema), multipleValues = multi)
 
-  /** Rows of `valueSchema`, a string in every other one: values of several lengths. */
+  /** Rows of `valueRowSchema`, a string in every other one: values of several lengths. */
   private def valueRows: Seq[UnsafeRow] = {
-    val toUnsafe = UnsafeProjection.create(valueSchema)
+    val toUnsafe = UnsafeProjection.create(valueRowSchema)
     (0 until 5).map { i =>
       val in = new GenericInternalRow(3)
       in.update(0, i.toLong * 1000003L)
@@ -196,6 +198,32 @@ object KeyLayoutChecks {
       val e = expectThrows[IllegalStateException](multi.decodeValues(bad))
       expect(e.getMessage.contains("column family values") && e.getMessage.contains(what),
         s"a damaged list (${hex(bad)}) reads as: ${e.getMessage}")
+    }
+  }
+
+  /** In a family whose values evolve, every value starts with the 2-byte id of its schema:
+   * one shorter than that (alone, or as a list's entry) is refused, never read as a row of
+   * a negative length. A value of the current schema still reads as itself. */
+  def shortEvolvingValuesAreRefused(f: Fixture): Unit = {
+    import f._
+    val schemas = new StateSchemaProvider {
+      def getSchemaMetadataValue(key: StateSchemaMetadataKey): StateSchemaMetadataValue =
+        StateSchemaMetadataValue(valueRowSchema,
+          org.apache.avro.Schema.create(org.apache.avro.Schema.Type.NULL))
+      def getCurrentStateSchemaId(cf: String, isKey: Boolean): Short = 3
+    }
+    def codec(multi: Boolean) = new ColumnFamilyCodec("values", keySchema, valueRowSchema,
+      NoPrefixKeyStateEncoderSpec(keySchema), multipleValues = multi,
+      ValueEvolution.of("values", Some(schemas), "avro"))
+    val (single, multi) = (codec(multi = false), codec(multi = true))
+    val row = valueRows.head
+    expect(single.decodeValue(single.value(row)) == row, "an evolving value reads otherwise")
+    for ((bad, read) <- Seq[(Array[Byte], Array[Byte] => Any)](
+        Array[Byte](0) -> single.decodeValue, Array[Byte](0, 0, 0, 1, 0) -> multi.decodeValues)) {
+      val e = expectThrows[IllegalStateException](read(bad))
+      expect(e.getMessage.contains("column family values") &&
+        e.getMessage.contains("a value of 1 bytes has no schema id"),
+        s"a value of ${hex(bad)} reads as: ${e.getMessage}")
     }
   }
 }
