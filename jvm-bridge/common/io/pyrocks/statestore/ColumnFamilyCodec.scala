@@ -175,7 +175,8 @@ final class ColumnFamilyCodec(
       case None => row(bytes, offset, length, valueFields)
       case Some(e) =>
         if (length < 2) damaged(s"a value of $length bytes has no schema id")
-        val id = ColumnFamilyCodec.BigEndianShorts.get(bytes, offset): Short
+        import ColumnFamilyCodec.BigEndianShorts
+        val id = BigEndianShorts.get(bytes, offset): Short
         if (id == e.currentId) row(bytes, offset + 2, length - 2, valueFields)
         else {
           val (fields, toCurrent) = e.reader(id)

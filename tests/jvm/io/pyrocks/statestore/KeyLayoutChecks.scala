@@ -145,8 +145,9 @@ object KeyLayoutChecks {
   private val valueRowSchema =
     new StructType().add("n", LongType).add("s", StringType).add("d", DoubleType)
 
-  private def valueCodec(f: Fixture, multi: Boolean) = new ColumnFamilyCodec("values",
-    f.keySchema, valueRowSchema, NoPrefixKeyStateEncoderSpec(f.keySchema), multipleValues = multi)
+  private def valueCodec(f: Fixture, multi: Boolean,
+      evolution: Option[ValueEvolution] = None) = new ColumnFamilyCodec("values", f.keySchema,
+    valueRowSchema, NoPrefixKeyStateEncoderSpec(f.keySchema), multipleValues = multi, evolution)
 
   /** Rows of `valueRowSchema`, a string in every other one: values of several lengths. */
   private def valueRows: Seq[UnsafeRow] = {
@@ -212,10 +213,9 @@ object KeyLayoutChecks {
           org.apache.avro.Schema.create(org.apache.avro.Schema.Type.NULL))
       def getCurrentStateSchemaId(cf: String, isKey: Boolean): Short = 3
     }
-    def codec(multi: Boolean) = new ColumnFamilyCodec("values", keySchema, valueRowSchema,
-      NoPrefixKeyStateEncoderSpec(keySchema), multipleValues = multi,
-      ValueEvolution.of("values", Some(schemas), "avro"))
-    val (single, multi) = (codec(multi = false), codec(multi = true))
+    val evolution = ValueEvolution.of("values", Some(schemas), "avro")
+    val (single, multi) = (valueCodec(f, multi = false, evolution),
+      valueCodec(f, multi = true, evolution))
     val row = valueRows.head
     expect(single.decodeValue(single.value(row)) == row, "an evolving value reads otherwise")
     for ((bad, read) <- Seq[(Array[Byte], Array[Byte] => Any)](
