@@ -51,7 +51,11 @@ import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 final class ReadCache(val budget: CacheBudget,
     newKeyFilter: () => KeyFilter = () => new KeyFilter()) {
   private val lock = new java.util.concurrent.locks.ReentrantLock()
-  @volatile private var lastUsedNanos = System.nanoTime()
+  // Written under `lock` on every call, read without it by another cache's `reclaim`
+  // (an age to sort by: a stale one only changes which idle cache goes first). Not
+  // volatile: a volatile write is a full fence on x86, which made each get and put wait
+  // for its own cache misses to retire (docs/benchmarks.md, Dec 6, stop 88).
+  private var lastUsedNanos = System.nanoTime()
   private val entries = new PackedEntries(new PackedEntries.Memory {
     def reserve(bytes: Long): Boolean = ReadCache.this.reserve(bytes)
     def release(bytes: Long): Unit = budget.release(bytes)
@@ -147,7 +151,9 @@ final class ReadCache(val budget: CacheBudget,
   /** The worker's answer for `key` is now `value` (null = absent); `prefix` is the key's
    * scan prefix in a prefix-scan column family. */
   def remember(cf: String, key: Array[Byte], value: Array[Byte],
-      prefix: Option[Array[Byte]] = None): Unit = learn(cf, key, value, prefix)
+      prefix: Option[Array[Byte]] = None): Unit = if (enabled) guarded {
+    learn(cf, key, value, prefix)
+  }
 
   /** `remember` for this store's own write of `key`, answering what the cache knew of the
    * key before it: `ReadCache.Unknown`, `Absent` or `Present`. */
@@ -157,8 +163,9 @@ final class ReadCache(val budget: CacheBudget,
     learn(cf, key, value, prefix)
   }
 
+  /** `remember`'s and `write`'s work; the caller holds the lock. */
   private def learn(cf: String, key: Array[Byte], value: Array[Byte],
-      prefix: Option[Array[Byte]]): Int = if (!enabled) ReadCache.Unknown else guarded {
+      prefix: Option[Array[Byte]]): Int = {
     writesSeen += 1
     val space = spaceOf(cf)
     val hash = CacheKey.hash(key, space)
