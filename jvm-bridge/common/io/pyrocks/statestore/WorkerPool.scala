@@ -69,6 +69,10 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
   }
 
   private val slots = new Array[WorkerProcess](opts.workers)
+  // A slot's lock is held while its worker is checked and, if need be, started (up to the
+  // READY wait): a start holds up the tasks of its own slot only, so the slots of a query's
+  // first tasks start side by side. `slots` itself is locked only to read or install one.
+  private val slotLocks = Array.fill(opts.workers)(new Object)
   @volatile private var closed = false
 
   def size: Int = slots.length
@@ -77,17 +81,34 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
    * if needed; its requests have `requestTimeoutSeconds` each. */
   def connect(slot: Int, writeBatchBytes: Int, requestTimeoutSeconds: Int,
       store: String): Connection = {
-    val worker = slots.synchronized {
-      if (closed) throw new WorkerFailedException("the pyrocks worker pool was shut down")
-      val existing = slots(slot)
-      if (existing == null || !existing.isAlive) {
+    val worker = slotLocks(slot).synchronized {
+      val existing = installed(slot)
+      if (existing != null && existing.isAlive) existing
+      else {
         if (existing != null) logWarning(s"replacing ${existing.describe}")
-        slots(slot) = new WorkerProcess(dir, socketDir, slot, opts)
+        install(slot, new WorkerProcess(dir, socketDir, slot, opts))
       }
-      slots(slot)
     }
     worker.connect(writeBatchBytes, requestTimeoutSeconds, store)
   }
+
+  private def installed(slot: Int): WorkerProcess = slots.synchronized {
+    if (closed) throw shutDown
+    slots(slot)
+  }
+
+  /** A worker whose start ended after the shutdown began is discarded here: the shutdown
+   * stops only the workers installed, once the starts in flight are over. */
+  private def install(slot: Int, worker: WorkerProcess): WorkerProcess = slots.synchronized {
+    if (closed) {
+      worker.discard()
+      throw shutDown
+    }
+    slots(slot) = worker
+    worker
+  }
+
+  private def shutDown = new WorkerFailedException("the pyrocks worker pool was shut down")
 
   /** Asks every worker to finish and exit (they work on it in parallel). */
   private def beginShutdown(): Unit = slots.synchronized {
@@ -97,6 +118,7 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
 
   /** Waits for the workers up to the request timeout, kills what is left, removes files. */
   private def awaitShutdown(): Unit = {
+    slotLocks.foreach(_.synchronized {})  // a start in flight ends, discarded by `install`
     val deadline = System.nanoTime() + opts.requestTimeoutSeconds * 1000000000L
     slots.filter(_ != null).foreach(_.awaitStop(deadline))
     deleteRecursively(dir.toFile)
@@ -225,6 +247,13 @@ final class WorkerProcess(poolDir: Path, socketDir: Path, val index: Int, opts: 
     killed = true
     logWarning(s"killing $describe")
     process.destroyForcibly()
+  }
+
+  /** Kills a worker that never served (its pool was shut down as it started) and waits
+   * until it is gone, so that nothing writes under the pool's directory after its removal. */
+  def discard(): Unit = {
+    killed = true
+    abandon(process)
   }
 
   private def stderrTail(): String = try {

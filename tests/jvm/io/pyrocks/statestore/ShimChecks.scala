@@ -87,15 +87,21 @@ final class Fixture(val work: Path, val python: String, pythonPath: String) {
   /** A provider of partition 0, operator 0 of the store under `root`; each is a distinct
    * working copy, as two executors (or two attempts on one) would have. */
   def provider(root: Path, options: (String, String)*): PyRocksStateStoreProvider =
-    providerWith(root, NoPrefixKeyStateEncoderSpec(keySchema), keySchema, options: _*)
+    partitionProvider(0, root, options: _*)
+
+  /** As `provider`, of another partition: it connects to the worker of slot `partition`
+   * modulo `workers`. */
+  def partitionProvider(partition: Int, root: Path,
+      options: (String, String)*): PyRocksStateStoreProvider =
+    providerWith(partition, root, NoPrefixKeyStateEncoderSpec(keySchema), keySchema, options: _*)
 
   def prefixProvider(root: Path, options: (String, String)*): PyRocksStateStoreProvider =
-    providerWith(root, PrefixKeyScanStateEncoderSpec(pairSchema, 1), pairSchema, options: _*)
+    providerWith(0, root, PrefixKeyScanStateEncoderSpec(pairSchema, 1), pairSchema, options: _*)
 
-  private def providerWith(root: Path, spec: KeyStateEncoderSpec, keys: StructType,
-      options: (String, String)*): PyRocksStateStoreProvider = {
+  private def providerWith(partition: Int, root: Path, spec: KeyStateEncoderSpec,
+      keys: StructType, options: (String, String)*): PyRocksStateStoreProvider = {
     val provider = new PyRocksStateStoreProvider
-    provider.init(StateStoreId(root.toString, 0L, 0), keys, valueSchema, spec,
+    provider.init(StateStoreId(root.toString, 0L, partition), keys, valueSchema, spec,
       useColumnFamilies = true, conf(options: _*), new Configuration(),
       useMultipleValuesPerKey = false, stateSchemaProvider = None)
     provider

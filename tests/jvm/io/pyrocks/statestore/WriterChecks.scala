@@ -15,6 +15,7 @@ object WriterChecks {
     "abort-always-leaves-store-aborted" -> abortAlwaysLeavesStoreAborted,
     "interrupt-is-not-a-dead-worker" -> interruptIsNotADeadWorker,
     "an-interrupted-start-leaves-no-worker" -> anInterruptedStartLeavesNoWorker,
+    "a-slow-start-holds-up-only-its-own-slot" -> aSlowStartHoldsUpOnlyItsOwnSlot,
     "open-spec-names-query-and-writer" -> openSpecNamesQueryAndWriter)
 
   private def waiting(t: Thread): Boolean =
@@ -183,7 +184,7 @@ object WriterChecks {
     expect(slowFirst.toFile.setExecutable(true), s"cannot make $slowFirst executable")
     val options = Seq("pythonExec" -> slowFirst.toString)
     val (task, started) = inThread("task cancelled while its worker starts") {
-      provider(checkpoint("cancelled"), options: _*) // its init connects: the worker starts
+      provider(checkpoint("cancelled"), options: _*).getStore(0) // its load starts the worker
     }
     eventually("the first worker process started")(Files.exists(pidFile))
     task.interrupt()
@@ -200,6 +201,47 @@ object WriterChecks {
     store.put(key(1), value(1))
     store.commit()
     next.close()
+  }
+
+  /**
+   * A query's first tasks start their slots' workers side by side: a start (the Python
+   * process, up to its READY line) holds up the tasks of its own slot only. Here slot 0's
+   * worker cannot start until the check lets it, and a task of slot 1 meanwhile gets a worker
+   * and commits. Under one lock for the pool it waited for slot 0's start, which ended at
+   * the READY wait's limit (120 s) as a failure.
+   */
+  def aSlowStartHoldsUpOnlyItsOwnSlot(f: Fixture): Unit = {
+    import f._
+    val pidFile = work.resolve("slot-0-start.pid")
+    val gate = work.resolve("slot-0-may-start")
+    val gated = work.resolve("gated-slot-0")
+    Files.write(gated, Seq(s"#!$python", "import os, sys, time",
+      "socket = sys.argv[sys.argv.index('--socket') + 1]",
+      "if os.path.basename(socket) == 'w0.sock':",
+      s"    with open('$pidFile.tmp', 'w') as out:",
+      "        out.write(str(os.getpid()))",
+      s"    os.rename('$pidFile.tmp', '$pidFile')",
+      s"    while not os.path.exists('$gate'):",
+      "        time.sleep(0.01)",
+      "os.execv(sys.executable, [sys.executable] + sys.argv[1:])").mkString("\n").getBytes(UTF_8))
+    expect(gated.toFile.setExecutable(true), s"cannot make $gated executable")
+    val options = Seq("pythonExec" -> gated.toString, "workers" -> "2")
+    val p0 = partitionProvider(0, checkpoint("p0"), options: _*)
+    val (_, slot0) = inThread("task of slot 0")(p0.getStore(0)) // its load starts the worker
+    eventually("slot 0's worker process started")(Files.exists(pidFile))
+    val p1 = partitionProvider(1, checkpoint("p1"), options: _*)
+    val second = p1.getStore(0)
+    second.put(key(1), value(1))
+    second.commit()
+    expect(!slot0.isDone, s"slot 0's start ended while it could not start: ${outcome(slot0)}")
+    Files.createFile(gate)
+    val first = outcome(slot0).fold(
+      e => throw new AssertionError(s"slot 0 failed to start: $e", e), identity)
+    expect(workerPid(p0) != workerPid(p1), "both slots were served by one worker")
+    first.put(key(2), value(2))
+    first.commit()
+    p0.close()
+    p1.close()
   }
 
   /** The worker is told which streaming query a store belongs to (from the checkpoint's
