@@ -205,10 +205,12 @@ object WriterChecks {
 
   /**
    * A query's first tasks start their slots' workers side by side: a start (the Python
-   * process, up to its READY line) holds up the tasks of its own slot only. Here slot 0's
-   * worker cannot start until the check lets it, and a task of slot 1 meanwhile gets a worker
-   * and commits. Under one lock for the pool it waited for slot 0's start, which ended at
-   * the READY wait's limit (120 s) as a failure.
+   * process, up to its READY line) holds up the tasks of its own slot only, and a provider's
+   * `init` (which Spark runs under one lock for the executor) waits for none. Here slot 0's
+   * worker cannot start until the check lets it; its provider is created without waiting,
+   * and a task of slot 1 meanwhile gets a worker and commits. Under one lock for the pool,
+   * slot 1 waited for slot 0's start, which ended at the READY wait's limit (120 s) as a
+   * failure; with the connection in `init`, creating slot 0's provider did.
    */
   def aSlowStartHoldsUpOnlyItsOwnSlot(f: Fixture): Unit = {
     import f._
