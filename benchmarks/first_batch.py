@@ -6,9 +6,9 @@
     python -m benchmarks.first_batch --providers pyrocks --python-start-delay 1
 
 Per provider and repeat, a process and JVM of their own (`benchmarks/child.py`), the
-providers taking turns, run a `groupBy(key)` count over one Parquet file of ROWS keys with
-`Trigger.AvailableNow` on a new checkpoint, local[--slots] (ours: as many workers) and
---partitions shuffle partitions. The figure is that batch's time
+providers taking turns, run `macro`'s aggregation (`groupBy(key)` count and sum, update mode,
+`Trigger.AvailableNow`) over one Parquet file of ROWS keys on a new checkpoint, local[--slots]
+(ours: as many workers) and --partitions shuffle partitions. The figure is that batch's time
 (`durationMs.triggerExecution`), median over the repeats.
 
 `--python-start-delay S` gives our workers a Python that waits S seconds before it starts, as
@@ -28,11 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from benchmarks import report
 from benchmarks.child import answered, run_module_child
-from benchmarks.macro import OURS, PROVIDERS, batch_metrics, select_provider
+from benchmarks.macro import (
+    OURS,
+    PROVIDERS,
+    Provider,
+    batch_metrics,
+    in_turn,
+    select_provider,
+    start_aggregation,
+    write_batches,
+)
 from state_store.spark import configure
 
 ROWS = 10_000
@@ -56,10 +64,7 @@ def first_batch_ms(spec: dict[str, Any]) -> dict[str, Any]:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         select_provider(spark, provider)
-        query = (spark.readStream.schema("key long, value long").parquet(spec["input"])
-                 .groupBy("key").count().writeStream.outputMode("update").format("noop")
-                 .option("checkpointLocation", spec["checkpoint"])
-                 .trigger(availableNow=True).start())
+        query = start_aggregation(spark, Path(spec["input"]), spec["checkpoint"])
         query.awaitTermination()
         batches = batch_metrics(query.recentProgress)
         return {"batch_ms": batches[0].duration_ms, "state_rows": batches[0].state_rows}
@@ -75,11 +80,12 @@ def slow_python(directory: Path, delay_s: float) -> Path:
     return script
 
 
-def measure(names: Sequence[str], args: argparse.Namespace, work: Path,
+def measure(providers: Sequence[Provider], args: argparse.Namespace, work: Path,
             python_exec: Path | None) -> dict[str, dict[str, Any]]:
-    runs: dict[str, dict[str, Any]] = {n: {"batch_ms": [], "error": None} for n in names}
+    runs: dict[str, dict[str, Any]] = {p.name: {"batch_ms": [], "error": None}
+                                       for p in providers}
     for repeat in range(args.repeats):
-        for name in names[repeat % len(names):] + names[:repeat % len(names)]:  # turns
+        for name in (p.name for p in in_turn(providers, repeat)):
             if runs[name]["error"]:
                 continue
             with tempfile.TemporaryDirectory(prefix="pyrocks-first-local-") as local:
@@ -130,15 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats = 1
-    names = [p.name for p in PROVIDERS if p.name in args.providers.split(",")]
+    chosen = [p for p in PROVIDERS if p.name in args.providers.split(",")]
     with tempfile.TemporaryDirectory(prefix="pyrocks-first-batch-") as tmp:
         work = Path(tmp)
-        (work / "input").mkdir()
-        pq.write_table(pa.table({"key": list(range(ROWS)), "value": [1] * ROWS}),
-                       work / "input" / "part-0.parquet")
+        write_batches(work / "input", [pa.table({"key": list(range(ROWS)), "value": [1] * ROWS})])
         python_exec = slow_python(work, args.python_start_delay) \
             if args.python_start_delay > 0 else None
-        runs = measure(names, args, work, python_exec)
+        runs = measure(chosen, args, work, python_exec)
     print(render(runs))
     RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
     RESULTS_JSON.write_text(json.dumps({"config": vars(args), "results": runs}, indent=1) + "\n")
