@@ -53,7 +53,9 @@ PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignor
 WRITERS = ("second-writer-waits-then-fails", "second-writer-never-mixes-writes",
            "reader-waits-for-writer", "abort-always-leaves-store-aborted",
            "interrupt-is-not-a-dead-worker", "an-interrupted-start-leaves-no-worker",
-           "a-slow-start-holds-up-only-its-own-slot", "open-spec-names-query-and-writer")
+           "a-slow-start-holds-up-only-its-own-slot",
+           "a-local-driver-starts-the-workers-ahead-of-its-tasks",
+           "open-spec-names-query-and-writer")
 DEADLINES = ("request-deadline-on-silent-server", "hung-worker-is-killed-and-replaced",
              "maintenance-request-has-deadline")
 FINISH = ("finish-query-matches-its-checkpoint-only",

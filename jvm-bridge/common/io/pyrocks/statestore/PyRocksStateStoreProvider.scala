@@ -17,6 +17,7 @@ import org.apache.spark.{SparkEnv, TaskContext}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -444,7 +445,32 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       cache.pushedOutSinceLoad)
   }
 
-  override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = ProviderMetrics.Custom
+  /** Spark asks for these on the driver while it plans a stateful operator, of a provider it
+   * creates for that alone (never `init`ed): the first sign that tasks will open stores. */
+  override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = {
+    startWorkersAhead()
+    ProviderMetrics.Custom
+  }
+
+  /**
+   * In local mode the driver's JVM runs the tasks, so their workers start while the query is
+   * planned and its first stages run, not in its first stateful tasks (each of which waited
+   * for a Python to start): those of the slots its state partitions connect to
+   * (`spark.sql.shuffle.partitions`, which a restart reads from the checkpoint), no more, as
+   * each holds an interpreter's memory. The options are read as the tasks will read them
+   * (`StateStoreConf` of the session's conf, which is this thread's `SQLConf.get` only if it
+   * names this class), so the tasks find this pool; options the tasks would refuse start
+   * nothing here, and the tasks report them.
+   */
+  private def startWorkersAhead(): Unit = {
+    val sqlConf = SQLConf.get
+    val master = Option(SparkEnv.get).map(_.conf.get("spark.master", "")).getOrElse("")
+    if (isLocal(master) && sqlConf.stateStoreProviderClass == getClass.getName) {
+      try WorkerPool.get(LaunchOptions.fromConfs(new StateStoreConf(sqlConf).sqlConfs))
+        .startAhead(sqlConf.numShufflePartitions)
+      catch { case NonFatal(e) => logInfo(s"workers not started ahead: ${e.getMessage}") }
+    }
+  }
 
   /** Whether this store belongs to `checkpointRoot` (the checkpoint or its `state`
    * directory; any spelling of it, see `LiveProviders.qualify`). */
@@ -536,6 +562,10 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 }
 
 object PyRocksStateStoreProvider {
+  /** Whether `master` runs the tasks in the driver's JVM (SparkContext.isLocal's test). */
+  private[statestore] def isLocal(master: String): Boolean =
+    master == "local" || master.startsWith("local[")
+
   val ProviderName = "PyRocksStateStoreProvider"
   private val ChangeHeadBytes = 9 // a change feed pair's key: version i64, op u8 (state_store/runtime/protocol.py)
 

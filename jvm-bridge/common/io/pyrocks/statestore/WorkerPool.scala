@@ -80,16 +80,37 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
   /** A new connection to the worker of `slot` for `store`, starting or replacing the worker
    * if needed; its requests have `requestTimeoutSeconds` each. */
   def connect(slot: Int, writeBatchBytes: Int, requestTimeoutSeconds: Int,
-      store: String): Connection = {
-    val worker = slotLocks(slot).synchronized {
-      val existing = installed(slot)
-      if (existing != null && existing.isAlive) existing
-      else {
-        if (existing != null) logWarning(s"replacing ${existing.describe}")
-        install(slot, new WorkerProcess(dir, socketDir, slot, opts))
-      }
+      store: String): Connection =
+    running(slot).connect(writeBatchBytes, requestTimeoutSeconds, store)
+
+  /** The live worker of `slot`, started or replaced first if need be. */
+  private def running(slot: Int): WorkerProcess = slotLocks(slot).synchronized {
+    val existing = installed(slot)
+    if (existing != null && existing.isAlive) existing
+    else {
+      if (existing != null) logWarning(s"replacing ${existing.describe}")
+      install(slot, new WorkerProcess(dir, socketDir, slot, opts))
     }
-    worker.connect(writeBatchBytes, requestTimeoutSeconds, store)
+  }
+
+  /** Starts the worker of every slot that partitions `0 until partitions` connect to
+   * (`partition mod size`) and that never had one, each on a thread of its own, and returns
+   * those slots at once. A slot whose worker died is left to its next task, which replaces
+   * it (and says so); a start that fails here is only logged: the slot's first task starts
+   * it again and fails with the error. */
+  def startAhead(partitions: Int): Seq[Int] = {
+    val missing = (0 until math.min(partitions, size))
+      .filter(slot => slots.synchronized(!closed && slots(slot) == null))
+    missing.foreach { slot =>
+      val starter = new Thread(() => {
+        try running(slot) catch {
+          case NonFatal(e) => logInfo(s"worker $slot not started ahead: ${e.getMessage}")
+        }
+      }, s"pyrocks-start-ahead-w$slot")
+      starter.setDaemon(true)
+      starter.start()
+    }
+    missing
   }
 
   private def installed(slot: Int): WorkerProcess = slots.synchronized {

@@ -3,8 +3,12 @@ package io.pyrocks.statestore
 import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.Files
 
+import scala.jdk.CollectionConverters._
+
 import org.json4s.{DefaultFormats, JString}
 import org.json4s.jackson.JsonMethods.parse
+
+import org.apache.spark.sql.SparkSession
 
 /** One writer per working copy; abort and interrupts; what a store tells its worker. */
 object WriterChecks {
@@ -16,6 +20,7 @@ object WriterChecks {
     "interrupt-is-not-a-dead-worker" -> interruptIsNotADeadWorker,
     "an-interrupted-start-leaves-no-worker" -> anInterruptedStartLeavesNoWorker,
     "a-slow-start-holds-up-only-its-own-slot" -> aSlowStartHoldsUpOnlyItsOwnSlot,
+    "a-local-driver-starts-the-workers-ahead-of-its-tasks" -> workersStartAheadOfLocalTasks,
     "open-spec-names-query-and-writer" -> openSpecNamesQueryAndWriter)
 
   private def waiting(t: Thread): Boolean =
@@ -244,6 +249,65 @@ object WriterChecks {
     first.commit()
     p0.close()
     p1.close()
+  }
+
+  /** In local mode the provider Spark creates on the driver to plan a stateful operator
+   * (it asks that one only for its metrics) starts the workers of the pool the tasks will
+   * use, before any store is loaded, and the loads connect to them. Nothing starts for a
+   * session that chose another provider, nor on options the tasks would refuse, nor for a
+   * slot no partition connects to; only a local master runs the tasks in the driver's JVM. */
+  def workersStartAheadOfLocalTasks(f: Fixture): Unit = {
+    import f._
+    val starts = Files.createDirectories(work.resolve("starts")) // a file per start, its pid
+    val recording = work.resolve("recording-python")
+    Files.write(recording, Seq(s"#!$python", "import os, sys",
+      s"open(os.path.join('$starts', str(os.getpid())), 'w').close()",
+      "os.execv(sys.executable, [sys.executable] + sys.argv[1:])").mkString("\n").getBytes(UTF_8))
+    expect(recording.toFile.setExecutable(true), s"cannot make $recording executable")
+    val options = Seq("pythonExec" -> recording.toString, "workers" -> "2")
+    val poolDir = work.resolve("pool") // the fixture's localDir
+    def started: Set[Long] = {
+      val listing = Files.list(starts)
+      try listing.iterator.asScala.map(_.getFileName.toString.toLong).toSet
+      finally listing.close()
+    }
+    val spark = SparkSession.builder.master("local[2]").appName("start-ahead")
+      .config("spark.ui.enabled", "false").getOrCreate()
+    try {
+      conf(options: _*).sqlConfs.foreach { case (k, v) => spark.conf.set(k, v) }
+      def planned(): Unit = expect(new PyRocksStateStoreProvider().supportedCustomMetrics ==
+        ProviderMetrics.Custom, "the metrics changed")
+      def nothingStarted(why: String): Unit =
+        expect(!Files.exists(poolDir) && started.isEmpty, s"a pool started $why")
+      planned() // the session chose Spark's default provider
+      nothingStarted("for a session that did not choose ours")
+      spark.conf.set("spark.sql.streaming.stateStore.providerClass",
+        classOf[PyRocksStateStoreProvider].getName)
+      spark.conf.set(LaunchOptions.Prefix + "workers", "0")
+      planned()
+      nothingStarted("on options a task refuses")
+      spark.conf.set(LaunchOptions.Prefix + "workers", "2")
+      planned()
+      eventually("both slots' workers started, with no store loaded")(started.size == 2)
+      val stores = Seq(0, 1).map(i => partitionProvider(i, checkpoint(s"p$i"), options: _*))
+      stores.foreach { p =>
+        val store = p.getStore(0)
+        store.put(key(1), value(1))
+        store.commit()
+      }
+      expect(stores.map(workerPid).toSet == started && started.size == 2,
+        s"the loads used workers ${stores.map(workerPid)}; started: $started")
+      stores.foreach(_.close())
+    } finally spark.stop()
+    // only the slots the partitions connect to (partition mod workers), each started once
+    val threeSlots = conf(options :+ ("workers" -> "3"): _*).sqlConfs
+    val three = WorkerPool.get(LaunchOptions.fromConfs(threeSlots))
+    expect(three.startAhead(2) == Seq(0, 1), "2 partitions on 3 workers start other slots")
+    eventually("the two slots' workers started")(started.size == 4)
+    val masters = Seq("local", "local[2]", "local[*]", "local[2,3]", "local-cluster[2,1,1024]",
+      "spark://host:7077", "yarn", "k8s://https://host")
+    expect(masters.filter(PyRocksStateStoreProvider.isLocal) == masters.take(4),
+      s"local masters: ${masters.filter(PyRocksStateStoreProvider.isLocal)}")
   }
 
   /** The worker is told which streaming query a store belongs to (from the checkpoint's
