@@ -383,8 +383,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       // provider, which answers only once a load matches its commit (ReadCache.loaded).
       if (connection != null) cache.invalidate()
       connection = null
-      val pool = WorkerPool.get(launch)
-      val conn = pool.connect(math.abs(storeId.partitionId) % pool.size, launch.writeBatchBytes,
+      val conn = WorkerPool.get(launch).connect(storeId.partitionId, launch.writeBatchBytes,
         launch.requestTimeoutSeconds, describe)
       val opened = try conn.request(Wire.Open, openSpec(localName)) catch {
         case NonFatal(e) => conn.close(); throw e

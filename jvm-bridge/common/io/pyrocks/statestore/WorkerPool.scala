@@ -77,11 +77,15 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
 
   def size: Int = slots.length
 
-  /** A new connection to the worker of `slot` for `store`, starting or replacing the worker
-   * if needed; its requests have `requestTimeoutSeconds` each. */
-  def connect(slot: Int, writeBatchBytes: Int, requestTimeoutSeconds: Int,
+  /** The slot whose worker serves the stores of `partition`: partitions spread over the
+   * slots, so the tasks of a stage run on workers side by side. */
+  private def slotOf(partition: Int): Int = math.abs(partition) % size
+
+  /** A new connection to the worker of `partition`'s slot for `store`, starting or replacing
+   * the worker if needed; its requests have `requestTimeoutSeconds` each. */
+  def connect(partition: Int, writeBatchBytes: Int, requestTimeoutSeconds: Int,
       store: String): Connection =
-    running(slot).connect(writeBatchBytes, requestTimeoutSeconds, store)
+    running(slotOf(partition)).connect(writeBatchBytes, requestTimeoutSeconds, store)
 
   /** The live worker of `slot`, started or replaced first if need be. */
   private def running(slot: Int): WorkerProcess = slotLocks(slot).synchronized {
@@ -93,13 +97,13 @@ final class WorkerPool(val opts: LaunchOptions) extends Logging {
     }
   }
 
-  /** Starts the worker of every slot that partitions `0 until partitions` connect to
-   * (`partition mod size`) and that never had one, each on a thread of its own, and returns
-   * those slots at once. A slot whose worker died is left to its next task, which replaces
-   * it (and says so); a start that fails here is only logged: the slot's first task starts
-   * it again and fails with the error. */
+  /** Starts the worker of every slot that partitions `0 until partitions` connect to and
+   * that never had one, each on a thread of its own, and returns those slots at once. A slot
+   * whose worker died is left to its next task, which replaces it (and says so); a start
+   * that fails here is only logged: the slot's first task starts it again and fails with
+   * the error. */
   def startAhead(partitions: Int): Seq[Int] = {
-    val missing = (0 until math.min(partitions, size))
+    val missing = (0 until partitions).map(slotOf).distinct
       .filter(slot => slots.synchronized(!closed && slots(slot) == null))
     missing.foreach { slot =>
       val starter = new Thread(() => {
