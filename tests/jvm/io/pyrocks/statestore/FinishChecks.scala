@@ -17,11 +17,16 @@ object FinishChecks {
     "finish-query-names-every-failed-store" -> namesEveryFailedStore,
     "a-run-end-ends-each-workers-stores-in-one-request" -> endsEachWorkersStoresTogether)
 
+  /** A provider whose store takes no idle snapshots: a last version's snapshot is the
+   * finish's (or the end's) alone to take, however long the machine stalls between two
+   * steps of a check (with the default, one second without a request took it). */
   private def providerOf(f: Fixture, root: Path, partition: Int,
       options: (String, String)*): PyRocksStateStoreProvider = {
     val provider = new PyRocksStateStoreProvider
+    val noIdleSnapshots = ("snapshotWhenIdleSeconds" -> "0") +: options
     provider.init(StateStoreId(root.toString, 0L, partition), f.keySchema, f.valueSchema,
-      NoPrefixKeyStateEncoderSpec(f.keySchema), useColumnFamilies = true, f.conf(options: _*),
+      NoPrefixKeyStateEncoderSpec(f.keySchema), useColumnFamilies = true,
+      f.conf(noIdleSnapshots: _*),
       new Configuration(), useMultipleValuesPerKey = false, stateSchemaProvider = None)
     provider
   }
@@ -147,9 +152,7 @@ object FinishChecks {
    * last version with nothing to replay) and let its connection go, which is then closed. */
   def endsEachWorkersStoresTogether(f: Fixture): Unit = {
     import f._
-    // No idle snapshots: the last version's snapshot is the end's alone to take.
-    val options = Seq("workers" -> "2", "requestTimeoutSeconds" -> "5",
-      "snapshotWhenIdleSeconds" -> "0")
+    val options = Seq("workers" -> "2", "requestTimeoutSeconds" -> "5")
     def twoVersions(root: Path): Seq[PyRocksStateStoreProvider] = {
       val providers = Seq(0, 1, 2).map(providerOf(f, root, _, options: _*))
       providers.foreach { p => commitOne(f, p, 0); commitOne(f, p, 1) }
