@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import os
 import selectors
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -76,6 +77,14 @@ def pyrocks_conf(local_dir: Path, **options: object) -> dict[str, str]:
     """Our provider's Spark conf, with workers' sockets and working copies under `local_dir`."""
     local_dir.mkdir(parents=True, exist_ok=True)
     return spark_conf(localDir=str(local_dir), **options)
+
+
+def wrapper_python(path: Path, *lines: str) -> Path:
+    """A `pythonExec` at `path`: a shell script that runs `lines` and then becomes this
+    interpreter with the same arguments, so the worker it starts is the real one."""
+    path.write_text("\n".join(("#!/bin/sh", *lines, f'exec "{sys.executable}" "$@"', "")))
+    path.chmod(0o755)
+    return path
 
 
 def worker_pids(local_dir: Path) -> list[int]:

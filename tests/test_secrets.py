@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import sys
 import time
 from pathlib import Path
 
-from pyrocks_support import pyrocks_session
+from pyrocks_support import pyrocks_session, wrapper_python
 from state_store.results import FileSystemResultStore
 
 SECRET = "S3CR3T-d41d8cd98f00b204e9800998ecf8427e"
@@ -22,10 +20,7 @@ SECRET = "S3CR3T-d41d8cd98f00b204e9800998ecf8427e"
 def recording_python(tmp_path: Path) -> tuple[Path, Path]:
     """A `pythonExec` that appends its argv to a file, then runs this interpreter."""
     log = tmp_path / "argv.log"
-    wrapper = tmp_path / "python-wrapper"
-    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{sys.executable}" "$@"\n')
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    return wrapper, log
+    return wrapper_python(tmp_path / "python-wrapper", f'printf "%s\\n" "$*" >> "{log}"'), log
 
 
 def test_storage_options_never_reach_argv_logs_or_records(

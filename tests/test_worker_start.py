@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import collections
 import json
-import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pyrocks_support import wait_until
+from pyrocks_support import wait_until, wrapper_python
 from state_store.options import PREFIX
 from state_store.spark import spark_conf
 
@@ -20,11 +19,8 @@ def gated_python(tmp_path: Path) -> tuple[Path, Path, Path]:
     `gate` exists before it becomes this Python: a worker's start held open at will."""
     started, gate = tmp_path / "started", tmp_path / "gate"
     started.mkdir()
-    python = tmp_path / "gated-python"
-    python.write_text(f'#!/bin/sh\ntouch "{started}/$$"\n'
-                      f'while [ ! -e "{gate}" ]; do sleep 0.05; done\n'
-                      f'exec "{sys.executable}" "$@"\n')
-    python.chmod(0o755)
+    python = wrapper_python(tmp_path / "gated-python", f'touch "{started}/$$"',
+                            f'while [ ! -e "{gate}" ]; do sleep 0.05; done')
     return python, started, gate
 
 

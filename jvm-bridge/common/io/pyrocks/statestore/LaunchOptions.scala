@@ -127,6 +127,21 @@ object LaunchOptions {
       .getOrElse("python3")
   }
 
+  /**
+   * The task threads of a master that runs the tasks in the driver's JVM (`local`,
+   * `local[n]`, `local[*]`, `local[n,retries]`: SparkContext.isLocal's masters), or None for
+   * any other: `local-cluster[...]` and real clusters run them in executors of their own.
+   */
+  private[statestore] def localThreads(master: String): Option[Int] = {
+    val threads = """local\[(\*|\d+)(?:\s*,\s*\d+)?\]""".r
+    master match {
+      case "local" => Some(1)
+      case threads("*") => Some(Runtime.getRuntime.availableProcessors())
+      case threads(n) => Some(n.toInt)
+      case _ => None
+    }
+  }
+
   private def invalid(key: String, value: String, accepted: String): Nothing =
     throw new IllegalArgumentException(
       s"invalid value '$value' for $Prefix$key; accepted: $accepted")
@@ -134,14 +149,7 @@ object LaunchOptions {
   /** Concurrent tasks an executor runs: each gets a worker, so they never queue. */
   private def taskSlots(): Int = {
     val conf = Option(SparkEnv.get).map(_.conf)
-    val local = """local(?:-cluster)?\[(\*|\d+)(?:,.*)?\]""".r
-    val master = conf.flatMap(_.getOption("spark.master")).getOrElse("")
-    val fromMaster = master match {
-      case local("*") => Some(Runtime.getRuntime.availableProcessors())
-      case local(n) if master.startsWith("local[") => Some(n.toInt)
-      case _ => None
-    }
-    fromMaster
+    localThreads(conf.flatMap(_.getOption("spark.master")).getOrElse(""))
       .orElse(conf.flatMap(_.getOption("spark.executor.cores")).map(_.toInt))
       .getOrElse(1)
       .max(1)

@@ -464,7 +464,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   private def startWorkersAhead(): Unit = {
     val sqlConf = SQLConf.get
     val master = Option(SparkEnv.get).map(_.conf.get("spark.master", "")).getOrElse("")
-    if (isLocal(master) && sqlConf.stateStoreProviderClass == getClass.getName) {
+    val tasksRunHere = LaunchOptions.localThreads(master).isDefined
+    if (tasksRunHere && sqlConf.stateStoreProviderClass == getClass.getName) {
       try WorkerPool.get(LaunchOptions.fromConfs(new StateStoreConf(sqlConf).sqlConfs))
         .startAhead(sqlConf.numShufflePartitions)
       catch { case NonFatal(e) => logInfo(s"workers not started ahead: ${e.getMessage}") }
@@ -561,10 +562,6 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 }
 
 object PyRocksStateStoreProvider {
-  /** Whether `master` runs the tasks in the driver's JVM (SparkContext.isLocal's test). */
-  private[statestore] def isLocal(master: String): Boolean =
-    master == "local" || master.startsWith("local[")
-
   val ProviderName = "PyRocksStateStoreProvider"
   private val ChangeHeadBytes = 9 // a change feed pair's key: version i64, op u8 (state_store/runtime/protocol.py)
 

@@ -84,6 +84,18 @@ final class Fixture(val work: Path, val python: String, pythonPath: String) {
     new StateStoreConf(sql, Map.empty)
   }
 
+  /** An executable `pythonExec` in the work directory, named `name`: it runs `lines`
+   * (Python; `os`, `sys` and `time` imported) and then becomes this check's Python with the
+   * same arguments, so the worker it starts is the real one. */
+  def wrapperPython(name: String, lines: String*): Path = {
+    val script = work.resolve(name)
+    val body = Seq(s"#!$python", "import os, sys, time") ++ lines :+
+      "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"
+    Files.write(script, body.mkString("\n").getBytes(UTF_8))
+    expect(script.toFile.setExecutable(true), s"cannot make $script executable")
+    script
+  }
+
   /** A provider of partition 0, operator 0 of the store under `root`; each is a distinct
    * working copy, as two executors (or two attempts on one) would have. */
   def provider(root: Path, options: (String, String)*): PyRocksStateStoreProvider =

@@ -177,16 +177,13 @@ object WriterChecks {
     // The first start writes its pid, then sleeps before it becomes the worker: the
     // interrupt surely meets a start in progress. Later starts go straight on.
     val pidFile = work.resolve("first-start.pid")
-    val slowFirst = work.resolve("slow-first-start")
-    Files.write(slowFirst, Seq(s"#!$python", "import os, sys, time",
+    val slowFirst = wrapperPython("slow-first-start",
       s"pid_file = '$pidFile'",
       "if not os.path.exists(pid_file):",
       "    with open(pid_file + '.tmp', 'w') as out:",
       "        out.write(str(os.getpid()))",
       "    os.rename(pid_file + '.tmp', pid_file)",
-      "    time.sleep(60)",
-      "os.execv(sys.executable, [sys.executable] + sys.argv[1:])").mkString("\n").getBytes(UTF_8))
-    expect(slowFirst.toFile.setExecutable(true), s"cannot make $slowFirst executable")
+      "    time.sleep(60)")
     val options = Seq("pythonExec" -> slowFirst.toString)
     val (task, started) = inThread("task cancelled while its worker starts") {
       provider(checkpoint("cancelled"), options: _*).getStore(0) // its load starts the worker
@@ -221,17 +218,14 @@ object WriterChecks {
     import f._
     val pidFile = work.resolve("slot-0-start.pid")
     val gate = work.resolve("slot-0-may-start")
-    val gated = work.resolve("gated-slot-0")
-    Files.write(gated, Seq(s"#!$python", "import os, sys, time",
+    val gated = wrapperPython("gated-slot-0",
       "socket = sys.argv[sys.argv.index('--socket') + 1]",
       "if os.path.basename(socket) == 'w0.sock':",
       s"    with open('$pidFile.tmp', 'w') as out:",
       "        out.write(str(os.getpid()))",
       s"    os.rename('$pidFile.tmp', '$pidFile')",
       s"    while not os.path.exists('$gate'):",
-      "        time.sleep(0.01)",
-      "os.execv(sys.executable, [sys.executable] + sys.argv[1:])").mkString("\n").getBytes(UTF_8))
-    expect(gated.toFile.setExecutable(true), s"cannot make $gated executable")
+      "        time.sleep(0.01)")
     val options = Seq("pythonExec" -> gated.toString, "workers" -> "2")
     val p0 = partitionProvider(0, checkpoint("p0"), options: _*)
     val (_, slot0) = inThread("task of slot 0")(p0.getStore(0)) // its load starts the worker
@@ -259,11 +253,8 @@ object WriterChecks {
   def workersStartAheadOfLocalTasks(f: Fixture): Unit = {
     import f._
     val starts = Files.createDirectories(work.resolve("starts")) // a file per start, its pid
-    val recording = work.resolve("recording-python")
-    Files.write(recording, Seq(s"#!$python", "import os, sys",
-      s"open(os.path.join('$starts', str(os.getpid())), 'w').close()",
-      "os.execv(sys.executable, [sys.executable] + sys.argv[1:])").mkString("\n").getBytes(UTF_8))
-    expect(recording.toFile.setExecutable(true), s"cannot make $recording executable")
+    val recording = wrapperPython("recording-python",
+      s"open(os.path.join('$starts', str(os.getpid())), 'w').close()")
     val options = Seq("pythonExec" -> recording.toString, "workers" -> "2")
     val poolDir = work.resolve("pool") // the fixture's localDir
     def started: Set[Long] = {
@@ -306,8 +297,10 @@ object WriterChecks {
     eventually("the two slots' workers started")(started.size == 4)
     val masters = Seq("local", "local[2]", "local[*]", "local[2,3]", "local-cluster[2,1,1024]",
       "spark://host:7077", "yarn", "k8s://https://host")
-    expect(masters.filter(PyRocksStateStoreProvider.isLocal) == masters.take(4),
-      s"local masters: ${masters.filter(PyRocksStateStoreProvider.isLocal)}")
+    val threads = masters.map(LaunchOptions.localThreads)
+    val cores = Runtime.getRuntime.availableProcessors
+    expect(threads == Seq(Some(1), Some(2), Some(cores), Some(2), None, None, None, None),
+      s"task threads in the driver's JVM: ${masters.zip(threads)}")
   }
 
   /** The worker is told which streaming query a store belongs to (from the checkpoint's
