@@ -18,11 +18,14 @@ client, but the server shares this machine's CPUs with it.
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -218,3 +221,59 @@ if __name__ == "__main__":  # python -m benchmarks.emulators install
         print(install_azurite())
     else:
         sys.exit("usage: python -m benchmarks.emulators install")
+
+
+class DelayedLink:
+    """A TCP proxy on loopback in front of `port` that adds `rtt_ms` to every round trip, as
+    a network between a client and its object store does: each chunk is delivered half the
+    round trip after it arrived, in order, without holding up the chunks behind it (latency,
+    not a bandwidth limit). `endpoint` is what a client uses instead of the server's.
+
+        with MotoServer() as s3, DelayedLink(s3.port, rtt_ms=20) as link:
+            options = s3.options_at(link.endpoint)
+    """
+
+    def __init__(self, port: int, rtt_ms: float) -> None:
+        self.target = ("127.0.0.1", port)
+        self.one_way_s = rtt_ms / 2000
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            server = socket.create_connection(self.target)
+            for a, b in ((client, server), (server, client)):
+                pending: queue.Queue[tuple[float, bytes]] = queue.Queue()
+                threading.Thread(target=self._read, args=(a, pending), daemon=True).start()
+                threading.Thread(target=self._deliver, args=(b, pending), daemon=True).start()
+
+    def _read(self, source: socket.socket, pending: queue.Queue[tuple[float, bytes]]) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := source.recv(1 << 16):
+                pending.put((time.monotonic() + self.one_way_s, chunk))
+        pending.put((time.monotonic() + self.one_way_s, b""))
+
+    @staticmethod
+    def _deliver(sink: socket.socket, pending: queue.Queue[tuple[float, bytes]]) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                due, chunk = pending.get()
+                time.sleep(max(0.0, due - time.monotonic()))
+                if not chunk:
+                    sink.shutdown(socket.SHUT_WR)
+                    return
+                sink.sendall(chunk)
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def __enter__(self) -> DelayedLink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,124 @@
+"""A commit's time on an object store, with a network's round trip added.
+
+    python -m benchmarks.object_store_commit            # S3, Azure, GCS; round trips of 0 and 20 ms
+    python -m benchmarks.object_store_commit --quick    # S3 only, 20 ms, fewer commits
+
+A commit uploads its changelog, then publishes its manifest, which names it; before the
+manifest it must know that no later run of the query has published (the run-epoch fence,
+`engine._refuse_if_superseded`: a listing of the manifests). Each is a request, and on a
+real object store each waits a network round trip; on loopback those are almost free, so
+each server is reached through a `DelayedLink` that adds `--rtt-ms` to every round trip.
+Two ways of committing, in turn, each on a store root of its own:
+
+  one after the other   the listing, then the upload, then the manifest: the engine without
+                        `requests` threads (what every commit did before Dec 7)
+  overlapped            the listing beside the upload, then the manifest: the engine with
+                        them, as a worker runs it
+
+A commit writes `--changes` records (16-byte keys, 32-byte values); snapshots are taken in
+the background as configured by default, and the threads switch as a worker's do. The
+first commit of a store (a snapshot of nothing first) is left out. Medians of each
+repeat's commits, then over the repeats.
+Results: a table on stdout and `benchmarks/results/object_store_commit.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks import report
+from benchmarks.emulators import Azurite, DelayedLink, FakeGcs
+from benchmarks.s3server import MotoServer
+from state_store.format import records
+from state_store.format.records import Op
+from state_store.format.storage import open_storage
+from state_store.format.store_root import StoreRoot
+from state_store.options import StoreOptions
+from state_store.runtime.engine import VersionedStore
+from state_store.runtime.worker import SWITCH_INTERVAL_S
+
+RESULTS_JSON = report.RESULTS_DIR / "object_store_commit.json"
+SERVERS: dict[str, Callable[[], Any]] = {"s3": MotoServer, "azure": Azurite, "gcs": FakeGcs}
+WAYS = ("one after the other", "overlapped")
+
+
+def changes(version: int, count: int) -> bytes:
+    return b"".join(records.encode(Op.PUT, "default", f"key-{i:012d}".encode()[:16],
+                                   version.to_bytes(8, "big") * 4) for i in range(count))
+
+
+def commit_ms(url: str, options: dict[str, Any], local: Path, requests: Executor | None,
+              commits: int, count: int) -> list[float]:
+    """Each commit's time, the first left out, on a new store root at `url`."""
+    root = StoreRoot(open_storage(url, options), "store")
+    with ThreadPoolExecutor(1) as uploads:
+        store = VersionedStore("store", root, local, StoreOptions(), uploads, requests=requests)
+        times = []
+        try:
+            for version in range(1, commits + 2):
+                store.load(version - 1)
+                store.write(changes(version, count))
+                started = time.perf_counter()
+                store.commit(version)
+                times.append((time.perf_counter() - started) * 1000)
+        finally:
+            store.close()
+    return times[1:]
+
+
+def measure(server: Any, rtt_ms: float, args: argparse.Namespace, scratch: Path) -> dict:
+    by_way: dict[str, list[float]] = {way: [] for way in WAYS}
+    with DelayedLink(server.port, rtt_ms) as link, ThreadPoolExecutor(2) as requests:
+        options = server.options_at(link.endpoint)
+        for repeat in range(args.repeats):
+            for way in WAYS:  # in turn, so that a drift of the machine reaches both
+                url = server.url(f"commit-{uuid.uuid4().hex}")
+                local = scratch / f"{way.replace(' ', '-')}-{rtt_ms}-{repeat}"
+                pool = requests if way == "overlapped" else None
+                times = commit_ms(url, options, local, pool, args.commits, args.changes)
+                by_way[way].append(statistics.median(times))
+    medians = {way: statistics.median(ms) for way, ms in by_way.items()}
+    return {"rtt_ms": rtt_ms, "repeats_ms": by_way, "median_ms": medians,
+            "ratio": report.ratio(medians["overlapped"], medians["one after the other"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--stores", default="s3,azure,gcs")
+    parser.add_argument("--rtt-ms", default="0,20", help="round trips added, comma-separated")
+    parser.add_argument("--commits", type=int, default=40)
+    parser.add_argument("--changes", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # as in a worker, whose threads these are
+    if args.quick:
+        args.stores, args.rtt_ms, args.commits, args.repeats = "s3", "20", 15, 2
+    results = []
+    with tempfile.TemporaryDirectory(prefix="pyrocks-commit-") as scratch:
+        for name in args.stores.split(","):
+            with SERVERS[name]() as server:
+                for rtt in (float(r) for r in args.rtt_ms.split(",")):
+                    result = {"store": name, **measure(server, rtt, args, Path(scratch))}
+                    results.append(result)
+                    after, before = (result["median_ms"][w] for w in reversed(WAYS))
+                    print(f"{name:6} rtt {rtt:5.1f} ms: one after the other {before:7.1f} ms, "
+                          f"overlapped {after:7.1f} ms ({result['ratio']:.2f})", flush=True)
+    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS_JSON.write_text(json.dumps({"config": vars(args), "results": results},
+                                       indent=1) + "\n")
+    print(f"wrote {RESULTS_JSON}")
+
+
+if __name__ == "__main__":
+    main()
