@@ -143,6 +143,10 @@ class S3Endpoint(MotoServer):
     bucket = "pyrocks-test"
 
 
+# Which requests a relay holds back: (method, path with query, body) -> bool.
+Held = Callable[[str, str, bytes], bool]
+
+
 class HttpRelay:
     """A loopback proxy in front of an object-store server that records every request
     (method, path, headers) and may drop headers or query parameters on the way: with
@@ -153,6 +157,9 @@ class HttpRelay:
                  drop_query: tuple[str, ...] = ()) -> None:
         target = ("127.0.0.1", upstream.port)
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self._hold: tuple[Held, Held, float] | None = None
+        self._arrived = threading.Event()
+        self.held_too_long = False
         dropped = {"host", *drop}
         log = self.requests
         relay = self
@@ -169,6 +176,7 @@ class HttpRelay:
                            for k, v in self.headers.items() if k.lower() not in dropped}
                 path = _without_query(self.path, drop_query)
                 log.append((self.command, path, {k.lower(): v for k, v in headers.items()}))
+                relay._wait_if_held(self.command, path, body or b"")
                 conn = http.client.HTTPConnection(*target, timeout=30)
                 conn.request(self.command, path, body=body, headers=headers)
                 answer = conn.getresponse()
@@ -194,6 +202,24 @@ class HttpRelay:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.options = upstream.options_at(self.endpoint)
+
+    def hold(self, held: Held, until: Held, timeout: float = 30.0) -> None:
+        """From now on a request `held` matches (method, path with query, body) waits before
+        it is forwarded until one `until` matches has arrived. Requests made one after the
+        other would wait for ever: after `timeout` (shorter than the clients' read timeouts,
+        so none retries) the request goes on, `held_too_long` says so, and the hold ends."""
+        self._arrived.clear()
+        self._hold = (held, until, timeout)
+
+    def _wait_if_held(self, method: str, path: str, body: bytes) -> None:
+        if self._hold is None:
+            return
+        held, until, timeout = self._hold
+        if until(method, path, body):
+            self._arrived.set()
+        if held(method, path, body) and not self._arrived.wait(timeout):
+            self.held_too_long = True
+            self._hold = None
 
     def stop(self) -> None:
         self.server.shutdown()

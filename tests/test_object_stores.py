@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
 from pyrocks_support import HttpRelay, condition_ignoring_endpoint
-from state_store.errors import UnsupportedStorageError
+from state_store.errors import StateStoreError, UnsupportedStorageError
 from state_store.format.storage import ConditionProbes, open_storage
 from state_store.format.storage.base import Storage
 from state_store.format.store_root import StoreRoot
@@ -73,10 +74,19 @@ def relay(object_store: Any) -> Iterator[HttpRelay]:
 
 
 def store_on(url: str, options: dict, local: Path, probes: ConditionProbes | None = None,
-             interval: int = 100) -> VersionedStore:
+             interval: int = 100, requests: Executor | None = None) -> VersionedStore:
     root = StoreRoot(open_storage(url, options, probes), "store")
     return VersionedStore("store", root, local, StoreOptions(snapshot_interval=interval),
-                          ThreadPoolExecutor(1))
+                          ThreadPoolExecutor(1), requests=requests)
+
+
+def about_to_commit_2(store: VersionedStore, change: bytes) -> None:
+    """Version 1 committed (k = v1) and loaded, and `change` written on it."""
+    store.load(0)
+    store.write(put("k", "v1"))
+    store.commit(1)
+    store.load(1)
+    store.write(change)
 
 
 def test_publish_is_put_if_absent(object_store: Any) -> None:
@@ -145,11 +155,7 @@ def test_a_commit_writes_its_changelog_and_manifest_only(object_store: Any, rela
     url = object_store.url(f"commit-{uuid.uuid4().hex}")
     store = store_on(url, relay.options, tmp_path / "a")
     store.checkpoint.storage.verify_publish()
-    store.load(0)
-    store.write(put("k", "v1"))
-    store.commit(1)
-    store.load(1)
-    store.write(put("k", "v2") + put("j", "w"))
+    about_to_commit_2(store, put("k", "v2") + put("j", "w"))
     fs = object_store.filesystem()
     before = set(fs.find(url.split("://", 1)[1]))
     relay.requests.clear()
@@ -159,11 +165,99 @@ def test_a_commit_writes_its_changelog_and_manifest_only(object_store: Any, rela
     added = sorted(p.rsplit("/", 2)[-2] for p in set(fs.find(url.split("://", 1)[1])) - before)
     assert added == ["files", "manifests"], added  # one changelog file, one manifest
     assert len(written) == 2, relay.requests
+    # and one listing, of the manifests (the run-epoch fence): three requests in all
+    assert len(relay.requests) == 3, relay.requests
     assert not [r for r in relay.requests if r[0] == "DELETE"]
     store.close()
     reader = store_on(url, object_store.options, tmp_path / "b")
     reader.load(2)
     assert contents(reader) == {b"k": b"v2", b"j": b"w"}
+
+
+def lists_manifests(method: str, path: str, body: bytes) -> bool:
+    return method == "GET" and "prefix=" in path and "manifests" in unquote(path)
+
+
+def uploads_changelog(method: str, path: str, body: bytes) -> bool:
+    """A changelog's creation: named in the path (S3, Azure) or in the upload's metadata,
+    the first part of its body (GCS)."""
+    return method in ("PUT", "POST") and (".changelog" in unquote(path)
+                                          or b'.changelog"' in body[:4096])
+
+
+def test_a_commit_lists_the_run_epochs_while_its_changelog_uploads(
+        object_store: Any, relay: HttpRelay, tmp_path: Path) -> None:
+    """The run-epoch fence's listing and the changelog's upload are round trips neither of
+    which needs the other, so a commit makes them at once (engine._newest_epoch_started),
+    and publishes its manifest after both. The relay holds the listing until the upload
+    has arrived: made one after the other, the upload would not come while it waits."""
+    url = object_store.url(f"overlap-{uuid.uuid4().hex}")
+    with ThreadPoolExecutor(2) as requests:
+        store = store_on(url, relay.options, tmp_path / "a", requests=requests)
+        about_to_commit_2(store, put("k", "v2"))
+        relay.requests.clear()
+        relay.hold(lists_manifests, until=uploads_changelog)
+        assert store.commit(2)["published"]
+        assert not relay.held_too_long, "the listing waited for an upload that never came"
+        listing = next(i for i, (m, p, _) in enumerate(relay.requests)
+                       if lists_manifests(m, p, b""))
+        published = creates(object_store, relay.requests)[-1]  # the manifest, last
+        assert listing < relay.requests.index(published), relay.requests
+        store.close()
+    reader = store_on(url, object_store.options, tmp_path / "b")
+    reader.load(2)
+    assert contents(reader) == {b"k": b"v2"}
+
+
+def test_a_fenced_commit_leaves_no_changelog(object_store: Any, tmp_path: Path) -> None:
+    """A zombie attempt of an earlier run uploads its changelog while the fence's listing is
+    in flight; refused, it removes that changelog: nothing of it stays in the root."""
+    url = object_store.url(f"fenced-{uuid.uuid4().hex}")
+    with ThreadPoolExecutor(2) as requests:
+        def store(local: str, epoch: int) -> VersionedStore:
+            root = StoreRoot(open_storage(url, object_store.options), "store")
+            return VersionedStore("store", root, tmp_path / local, StoreOptions(),
+                                  ThreadPoolExecutor(1), epoch=epoch, requests=requests)
+
+        zombie, later = store("a", epoch=1), store("b", epoch=2)
+        zombie.load(0)
+        zombie.write(put("k", "run-1"))
+        zombie.commit(1)
+        zombie.load(1)
+        zombie.write(put("k", "zombie"))
+        later.load(1)
+        later.write(put("k", "run-2"))
+        assert later.commit(2)["published"]
+        files = later.checkpoint.storage.names("files")
+        with pytest.raises(StateStoreError, match="a later run of this query"):
+            zombie.commit(2)
+        assert later.checkpoint.storage.names("files") == files
+        later.close()
+        zombie.close()
+
+
+def test_s3_sends_a_commits_small_bodies_without_asking_first(s3: Any,
+                                                              tmp_path: Path) -> None:
+    """botocore has every PUT ask S3 first (`Expect: 100-continue`) and send its body on the
+    answer, a round trip more; a commit's changelog and manifest are sent at once, and only
+    a body past 2 MiB (a snapshot's SST file) still asks."""
+    relay = HttpRelay(s3)
+    try:
+        url = s3.url(f"expect-{uuid.uuid4().hex}")
+        store = store_on(url, relay.options, tmp_path / "a")
+        about_to_commit_2(store, put("k", "v2"))
+        relay.requests.clear()
+        store.commit(2)
+        puts = [headers for method, _, headers in relay.requests if method == "PUT"]
+        assert len(puts) == 2 and not [h for h in puts if "expect" in h], relay.requests
+        store.close()
+        storage = open_storage(url, relay.options)
+        relay.requests.clear()
+        storage.write_new("files/large.sst", bytes(3 << 20))
+        assert [h.get("expect") for method, _, h in relay.requests
+                if method == "PUT"] == ["100-continue"], relay.requests
+    finally:
+        relay.stop()
 
 
 def test_duplicate_is_a_server_side_copy(object_store: Any, relay: HttpRelay) -> None:

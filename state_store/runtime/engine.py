@@ -21,17 +21,18 @@ The store is a state machine, checked on every call (`_require`), as Spark's sto
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from ..errors import CorruptFileError, StateStoreError, VersionNotFoundError
+from ..errors import CorruptFileError, StateStoreError, StorageError, VersionNotFoundError
 from ..format import gc, records
 from ..format.lineage import Lineage, LoadPlan
 from ..format.manifest import Changelog, Retention
@@ -92,7 +93,7 @@ class VersionedStore:
     def __init__(self, name: str, root: StoreRoot, local_dir: Path,
                  opts: StoreOptions, uploads: Executor, memory: RocksMemory | None = None,
                  writer: str = "", epoch: int = 0,
-                 release: Release = release_now) -> None:
+                 release: Release = release_now, requests: Executor | None = None) -> None:
         self.name = name
         self.epoch = epoch  # the run epoch this store's commits publish under (manifest.py)
         self.checkpoint = root
@@ -115,6 +116,7 @@ class VersionedStore:
         self.loaded_version: int | None = None  # None unless CLEAN or UPDATING
         self.pending = ChangelogSpool(local_dir, opts.changelog_compression)
         self.release = release  # of the working copy at close: in line, or teardown.py's
+        self.requests = requests  # short storage requests run beside the session's own
 
     @property
     def num_keys(self) -> int:
@@ -320,11 +322,12 @@ class VersionedStore:
         if new_version != self.loaded_version + 1:  # type: ignore[operator]
             raise StateStoreError(f"{self.name}: cannot commit version {new_version} on top "
                                   f"of version {self.loaded_version}")
-        self._refuse_if_superseded(new_version)
-        with self._metrics_lock:  # the upload thread counts its snapshots too
-            self.record_writes += 1  # published or lost, either leaves files to collect
         started = time.perf_counter()
+        newest_epoch = self._newest_epoch_started()
+        with self._metrics_lock:  # the upload thread counts its snapshots too
+            self.record_writes += 1  # published, lost or fenced, each leaves files to collect
         changelog = self.pending.store(self.checkpoint, new_version)
+        self._refuse_if_superseded(new_version, newest_epoch(), changelog)
         self.metrics.changelog_bytes += changelog.file.size
         if self.opts.compact_on_commit:  # before any snapshot of this version is taken
             self.copy.compact()
@@ -372,14 +375,29 @@ class VersionedStore:
         self.metrics.forced_snapshots += 1
         return self.snapshots.take_now(self.copy, version, changelog.file.name)
 
-    def _refuse_if_superseded(self, new_version: int) -> None:
+    def _newest_epoch_started(self) -> Callable[[], int]:
+        """The listing `_refuse_if_superseded` reads, begun before the changelog's upload and
+        read after it. Neither needs the other, and on an object store each is a round trip
+        (the listing the slower on S3), so it runs on `requests` meanwhile; a local listing
+        costs less than a hand-over to another thread."""
+        if self.requests is None or not self.checkpoint.storage.remote:
+            newest = self.checkpoint.newest_epoch()
+            return lambda: newest
+        return self.requests.submit(self.checkpoint.newest_epoch).result
+
+    def _refuse_if_superseded(self, new_version: int, newest: int,
+                              changelog: Changelog) -> None:
         """Writers are fenced by run epoch (manifest.py): once a later run of the query has
         published any version of this store, an attempt of an earlier run (a zombie task
         that outlived its run, whose working copy may hold a version that run replaced)
         publishes nothing more. It fails rather than reports a lost race: a current run
-        that met this (its epochs mislaid) must not go on as if its state were committed."""
-        newest = self.checkpoint.newest_epoch()
+        that met this (its epochs mislaid) must not go on as if its state were committed.
+        `newest` was listed before the manifest is published, as the fence needs; the
+        changelog uploaded meanwhile serves nobody then, and goes (if its removal fails,
+        collection takes it as the orphan of a failed commit)."""
         if newest > self.epoch:
+            with contextlib.suppress(StorageError):
+                self.checkpoint.discard_unpublished([changelog.file])
             self._lose_version()
             raise StateStoreError(
                 f"{self.name}: version {new_version} of run epoch {self.epoch} is not "

@@ -70,13 +70,15 @@ class Session:
                  memory: RocksMemory | None, probes: ConditionProbes,
                  idle: IdleSnapshots | None = None,
                  release: Release = release_now, session_id: int = 0,
-                 peers: Mapping[int, Session] | None = None) -> None:
+                 peers: Mapping[int, Session] | None = None,
+                 requests: Executor | None = None) -> None:
         self.id = session_id
         # The worker's open sessions by id, this one among them (END_STORES ends them).
         self.peers = {} if peers is None else peers
         self.conn = conn
         self.data_dir = data_dir
         self.uploads = uploads
+        self.requests = requests  # the worker's, for a store's requests off its session
         self.memory = memory
         self.probes = probes  # the worker's, shared by its sessions
         self.lock = threading.Lock()  # one request at a time, and none during final snapshots
@@ -273,7 +275,7 @@ class Session:
         self.store = VersionedStore(
             spec["store_name"], checkpoint, local, opts, self.uploads, self.memory, writer,
             int(spec.get("run_epoch", 0)),
-            release=self.release)
+            release=self.release, requests=self.requests)
         ignored = options_mod.ignored_spark_settings(spec["options"])
         return _json({"pid": os.getpid(), "root": checkpoint.storage.url, "session": self.id,
                       # Spark's RocksDB settings with no meaning here: the shim warns once
@@ -465,6 +467,9 @@ def main(argv: list[str] | None = None) -> None:
     server.listen(64)
     sessions: dict[int, Session] = {}
     uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
+    # The listing a commit makes beside its changelog's upload (engine._newest_epoch_started):
+    # each session waits for its own, so these serve the sessions committing at once.
+    requests = ThreadPoolExecutor(max_workers=4, thread_name_prefix="storage-requests")
     map_arena_blocks_apart()
     if not args.compact_on_commit:
         let_compactions_yield()
@@ -481,7 +486,7 @@ def main(argv: list[str] | None = None) -> None:
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
         session = Session(conn, args.data_dir, uploads, memory, probes, idle, teardown.release,
-                          session_id, sessions)
+                          session_id, sessions, requests)
         sessions[session_id] = session
         threading.Thread(target=session.serve, args=(forget,), daemon=True).start()
 

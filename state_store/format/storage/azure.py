@@ -64,6 +64,22 @@ class AzureStorage(ProbedEndpointStorage):
                                      max_concurrency=self.fs.max_concurrency or 1)
         self.fs.invalidate_cache(self.fs._parent(path))
 
+    def names(self, rel_dir: str) -> list[str]:
+        """One List Blobs of the directory's prefix: adlfs lists the prefix without its
+        slash first, to learn it names a directory, a round trip more on each commit (the
+        run-epoch fence lists the manifests)."""
+        path = self.path(rel_dir)
+        return self.retry(f"listing {path}", lambda: sync(self.fs.loop, self._names, path))
+
+    async def _names(self, path: str) -> list[str]:
+        container, prefix, _ = self.fs.split_path(path)
+        found = []
+        async with self.fs.service_client.get_container_client(container) as client:
+            async for entry in client.walk_blobs(name_starts_with=prefix.rstrip("/") + "/",
+                                                 delimiter="/"):
+                found.append(entry.name.rstrip("/").rsplit("/", 1)[-1])
+        return sorted(name for name in found if name)
+
     def _duplicate_native(self, src: str, dst: str, size: int | None = None) -> None:
         self.retry(f"copying {src} to {dst}", lambda: self._copy(src, dst, describe=False))
 

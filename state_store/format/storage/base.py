@@ -58,6 +58,8 @@ class Storage:
     """
 
     kind = "generic"
+    # Requests are round trips over a network: independent ones are worth overlapping.
+    remote = True
 
     def __init__(self, url: str, fs: fsspec.AbstractFileSystem, root: str,
                  options: dict[str, Any], probes: ConditionProbes | None = None) -> None:

@@ -21,6 +21,7 @@ from .base import CHUNK, Storage, Written, checksum, format_checksum, local_writ
 
 class LocalStorage(Storage):
     kind = "local"
+    remote = False
 
     def _makedirs_for(self, path: str) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)

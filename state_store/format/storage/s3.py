@@ -11,7 +11,9 @@ import base64
 import itertools
 import re
 from glob import has_magic
+from typing import Any
 
+from botocore.utils import determine_content_length
 from fsspec.asyn import sync
 from fsspec.utils import glob_translate
 
@@ -20,6 +22,9 @@ from .base import Storage, Written, format_checksum
 from .conditional import ProbedEndpointStorage
 
 _SINGLE_COPY_LIMIT = 5 << 30  # S3's limit for one CopyObject
+# Bodies up to this size are sent without asking S3 first (`Expect: 100-continue`), as the
+# AWS SDK for Go decides at 2 MiB: a commit's changelog and manifest are far below it.
+_SENT_AT_ONCE = 2 << 20
 
 
 class S3Storage(ProbedEndpointStorage):
@@ -27,6 +32,12 @@ class S3Storage(ProbedEndpointStorage):
 
     service, condition = "S3", "If-None-Match"
     honest = "an endpoint that honours If-None-Match (AWS S3, MinIO, recent Ceph)"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        client = sync(self.fs.loop, self.fs.set_session)
+        client.meta.events.register_last("before-call.s3", _send_small_bodies_at_once,
+                                         unique_id="pyrocks-send-small-bodies-at-once")
 
     def endpoint_url(self) -> str:
         client = self.options.get("client_kwargs") or {}
@@ -83,3 +94,15 @@ class S3Storage(ProbedEndpointStorage):
             def copy() -> None:
                 self.fs.cp_file(src, dst)
         self.retry(f"copying {src} to {dst}", copy)
+
+
+def _send_small_bodies_at_once(params: dict[str, Any], **_: Any) -> None:
+    """botocore has every PUT and POST with a body ask the service first (`Expect:
+    100-continue`) and send the body once it answers: a round trip of its own, twice in each
+    commit (its changelog, then its manifest). A small body is sent at once; a large one (a
+    snapshot's SST files) still asks, which spares its bytes where the request is refused."""
+    headers = params.get("headers", {})
+    if headers.get("Expect") == "100-continue" and "body" in params:
+        size = determine_content_length(params["body"])
+        if size is not None and size <= _SENT_AT_ONCE:
+            del headers["Expect"]
