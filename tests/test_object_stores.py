@@ -260,6 +260,28 @@ def test_s3_sends_a_commits_small_bodies_without_asking_first(s3: Any,
         relay.stop()
 
 
+def test_azure_lists_a_directory_in_one_request_as_adlfs_lists_it(azurite: Any) -> None:
+    """`AzureStorage.names` asks one List Blobs where adlfs asks two; it finds the names
+    adlfs finds (files, directories, a directory with a marker blob: one name), and none in
+    a directory that does not exist."""
+    relay = HttpRelay(azurite)
+    try:
+        storage = open_storage(azurite.url(f"names-{uuid.uuid4().hex}"), relay.options)
+        storage.fs.pipe({storage.path(rel): b"1" for rel in (
+            "d/a.json", "d/b.json", "d/sub/c.json", "d/sub/deeper/e.json", "d2/f.json",
+            "d/made/g.json")})
+        storage.fs.pipe_file(storage.path("d/made"), b"")  # a directory's marker blob
+        for rel in ("d", "d/sub", "missing"):
+            relay.requests.clear()
+            found = storage.names(rel)
+            assert len(relay.requests) == 1, relay.requests
+            assert found == Storage.names(storage, rel), rel
+        assert storage.names("d") == ["a.json", "b.json", "made", "sub"]
+        assert storage.names("missing") == []
+    finally:
+        relay.stop()
+
+
 def test_duplicate_is_a_server_side_copy(object_store: Any, relay: HttpRelay) -> None:
     storage = open_storage(object_store.url(f"dup-{uuid.uuid4().hex}"), relay.options)
     payload = bytes(range(256)) * 40_000  # 10 MB

@@ -73,12 +73,13 @@ class AzureStorage(ProbedEndpointStorage):
 
     async def _names(self, path: str) -> list[str]:
         container, prefix, _ = self.fs.split_path(path)
-        found = []
+        below = f"{prefix.rstrip('/')}/" if prefix.strip("/") else None  # None: the container
+        found = set()
         async with self.fs.service_client.get_container_client(container) as client:
-            async for entry in client.walk_blobs(name_starts_with=prefix.rstrip("/") + "/",
-                                                 delimiter="/"):
-                found.append(entry.name.rstrip("/").rsplit("/", 1)[-1])
-        return sorted(name for name in found if name)
+            # A directory adlfs made is a marker blob and the prefix of its blobs: one name.
+            async for entry in client.walk_blobs(name_starts_with=below, delimiter="/"):
+                found.add(entry.name.rstrip("/").rsplit("/", 1)[-1])
+        return sorted(found - {""})
 
     def _duplicate_native(self, src: str, dst: str, size: int | None = None) -> None:
         self.retry(f"copying {src} to {dst}", lambda: self._copy(src, dst, describe=False))
