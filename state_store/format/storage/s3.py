@@ -13,7 +13,6 @@ import re
 from glob import has_magic
 from typing import Any
 
-from botocore.utils import determine_content_length
 from fsspec.asyn import sync
 from fsspec.utils import glob_translate
 
@@ -101,6 +100,8 @@ def _send_small_bodies_at_once(params: dict[str, Any], **_: Any) -> None:
     100-continue`) and send the body once it answers: a round trip of its own, twice in each
     commit (its changelog, then its manifest). A small body is sent at once; a large one (a
     snapshot's SST files) still asks, which spares its bytes where the request is refused."""
+    from botocore.utils import determine_content_length  # s3fs's: here whenever this runs
+
     headers = params.get("headers", {})
     if headers.get("Expect") == "100-continue" and "body" in params:
         size = determine_content_length(params["body"])
