@@ -129,8 +129,10 @@ class ManyWriters(RuleBasedStateMachine):
 
     def new_store(self, epoch: int = 0) -> VersionedStore:
         local = self.tmp / f"local-{next(self.local_ids)}"
+        # The fence's listing goes through `requests` on an object store (engine.py):
+        # in line here too, so it lists at the point the engine starts it.
         return VersionedStore("model", self.checkpoint(), local, self.options, InlineExecutor(),
-                              epoch=epoch)
+                              epoch=epoch, requests=InlineExecutor())
 
     def provider(self, index: int) -> Provider:
         if index not in self.providers:
