@@ -17,7 +17,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from pyrocks_support import S3Endpoint, condition_ignoring_endpoint, readline_within, wait_until
+from pyrocks_support import (
+    HttpRelay,
+    S3Endpoint,
+    condition_ignoring_endpoint,
+    readline_within,
+    wait_until,
+)
 from state_store.driver import bridge
 from state_store.format import records
 from state_store.format.records import Op
@@ -39,6 +45,7 @@ from state_store.runtime.protocol import (
 from state_store.runtime.worker import Session
 from test_chunks import pairs_of as chunk_pairs
 from test_engine import commit_versions, open_store
+from test_object_stores import lists_manifests, uploads_changelog
 
 
 @contextlib.contextmanager
@@ -334,6 +341,35 @@ def test_an_endpoint_ignoring_conditional_writes_is_refused_at_open(worker, s3: 
         assert f"S3 endpoint {proxy.endpoint} ignores conditional writes" in answer.decode()
     finally:
         proxy.stop()
+
+
+def test_a_workers_commit_on_s3_lists_the_run_epochs_while_its_changelog_uploads(
+        worker, s3: S3Endpoint, tmp_path: Path) -> None:
+    """The worker gives its stores the threads that let a commit's fence listing run beside
+    its changelog's upload: the relay holds the listing until the upload has arrived
+    (test_object_stores.py proves the engine's side on each store)."""
+    _, sock = worker
+    relay = HttpRelay(s3)
+    try:
+        options = {f"{PREFIX}rootUrl": s3.url(f"overlap-{os.getpid()}-{tmp_path.name}"),
+                   f"{PREFIX}rootOptions": json.dumps(relay.options)}
+        spec = {"store_root": str(tmp_path / "ckpt"), "store_path": "op/0/default",
+                "store_name": "s", "local_name": "p", "query_id": "q", "options": options}
+        conn = connect(sock)
+        status, answer = request(conn, Request.OPEN, json.dumps(spec).encode())
+        assert status == Status.OK, answer
+        for version in (1, 2):
+            assert request(conn, Request.LOAD, I64.pack(version - 1))[0] == Status.OK
+            writes = records.encode(Op.PUT, "default", b"k", b"v%d" % version)
+            conn.sendall(HEADER.pack(len(writes) + 1, Request.WRITES) + writes)
+            if version == 2:
+                relay.hold(lists_manifests, until=uploads_changelog)
+            status, reply = request(conn, Request.COMMIT, I64.pack(version))
+            assert status == Status.OK and json.loads(reply)["published"], reply
+        assert not relay.held_too_long, "the listing waited for an upload that never came"
+        conn.close()
+    finally:
+        relay.stop()
 
 
 def test_a_worker_starts_without_loading_pyspark() -> None:
