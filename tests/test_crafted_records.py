@@ -30,11 +30,11 @@ from hypothesis import strategies as st
 
 from state_store.errors import CorruptFileError, StateStoreError
 from state_store.format import gc
-from state_store.format.storage import ConditionProbes, open_storage
+from state_store.format.storage import open_storage
 from state_store.format.store_root import query_dir
 from state_store.results import Backoff, CleanupFailed, QueryResult
 from state_store.results.cleanup import StateAccess, clean_up
-from state_store.runtime.worker import Session
+from state_store.runtime.worker import Session, WorkerShared
 from state_store.savepoint import restore, savepoint
 from state_store.savepoint.verify import verify_savepoint
 from state_store.tools.inspect import describe_location
@@ -154,8 +154,8 @@ def first_open_and_load(tree: Tree, checkpoint: Path) -> None:
     then its garbage collected with every file aged past the margin."""
     query_id = json.loads((checkpoint / "metadata").read_text())["id"]
     for p in range(PARTITIONS):
-        session = Session(None, tree.base / "worker", ThreadPoolExecutor(1),  # type: ignore[arg-type]
-                          None, ConditionProbes())
+        session = Session(None, WorkerShared(  # type: ignore[arg-type]
+            tree.base / "worker", ThreadPoolExecutor(1)))
         spec = {"store_root": str(checkpoint / "state" / "0" / str(p)), "store_path": "",
                 "store_name": f"store {p}", "local_name": f"l{p}", "query_id": query_id,
                 "options": {}}

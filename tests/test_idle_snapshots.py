@@ -11,10 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from state_store.format.storage import ConditionProbes
 from state_store.runtime.idle_snapshots import IdleSnapshots
 from state_store.runtime.protocol import I64, Request
-from state_store.runtime.worker import Session
+from state_store.runtime.worker import Session, WorkerShared
 from test_engine import open_store, put
 
 
@@ -29,8 +28,8 @@ class Clock:
 def session_with_store(tmp_path: Path, idle: IdleSnapshots | None, root: str | None = None,
                        **options: object) -> Session:
     """A worker session with a store open on `root` (a local one by default)."""
-    session = Session(None, tmp_path / "worker", ThreadPoolExecutor(1),  # type: ignore[arg-type]
-                      None, ConditionProbes(), idle)
+    shared = WorkerShared(tmp_path / "worker", ThreadPoolExecutor(1), idle=idle)
+    session = Session(None, shared)  # type: ignore[arg-type]
     session.store = open_store(root or tmp_path / "root", tmp_path / "local", interval=100,
                                snapshot_when_idle_seconds=1.0, **options)
     return session

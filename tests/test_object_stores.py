@@ -24,7 +24,7 @@ from state_store.format.storage.base import Storage
 from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX, StoreOptions, store_options
 from state_store.runtime.engine import VersionedStore
-from state_store.runtime.worker import Session
+from state_store.runtime.worker import Session, WorkerShared
 from test_engine import contents, put
 
 Request = tuple[str, str, dict[str, str]]
@@ -127,8 +127,8 @@ def test_a_worker_probes_each_endpoint_once_for_all_its_stores(
     query_id = str(uuid.uuid4())
 
     def open_store(partition: int, options: dict) -> StoreRoot:
-        session = Session(None, tmp_path / "worker", ThreadPoolExecutor(1),  # type: ignore[arg-type]
-                          None, probes)
+        session = Session(None, WorkerShared(  # type: ignore[arg-type]
+            tmp_path / "worker", ThreadPoolExecutor(1), probes=probes))
         location = tmp_path / "checkpoint" / "state" / "0" / str(partition)
         location.mkdir(parents=True, exist_ok=True)
         spec = {"store_root": str(location), "store_path": f"0123/0/{partition}/default",

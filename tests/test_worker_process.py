@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,7 +27,7 @@ from pyrocks_support import (
 from state_store.driver import bridge
 from state_store.format import records
 from state_store.format.records import Op
-from state_store.format.storage import ConditionProbes, open_storage
+from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX, StoreOptions
 from state_store.runtime.engine import VersionedStore
@@ -42,7 +42,7 @@ from state_store.runtime.protocol import (
     ScanMode,
     Status,
 )
-from state_store.runtime.worker import Session
+from state_store.runtime.worker import Session, WorkerShared
 from test_chunks import pairs_of as chunk_pairs
 from test_engine import commit_versions, open_store
 from test_object_stores import lists_manifests, uploads_changelog
@@ -194,12 +194,10 @@ def holds_a_database(directory: Path) -> bool:
     return any("CURRENT" in files for _, _, files in os.walk(directory))
 
 
-def open_with_two_versions(sock: Path, root: Path, name: str) -> tuple[socket.socket, int]:
-    """A connection whose store committed versions 1 (which has a snapshot: it was written
-    from nothing) and 2 (none: no idle snapshots), and its session's id."""
-    options = {f"{PREFIX}snapshotWhenIdleSeconds": "0", f"{PREFIX}snapshotInterval": "100"}
-    spec = {"store_root": str(root), "store_path": "", "store_name": name,
-            "local_name": f"provider-{name}", "options": options, "query_id": "q"}
+def open_with_two_versions(sock: Path, spec: dict, before_second_commit: Callable[[], None]
+                           = lambda: None) -> tuple[socket.socket, int]:
+    """A connection whose store (OPEN `spec`) committed versions 1 and 2, and its session's
+    id; `before_second_commit` runs once version 2's writes are sent."""
     conn = connect(sock)
     status, answer = request(conn, Request.OPEN, json.dumps(spec).encode())
     assert status == Status.OK, answer
@@ -207,9 +205,19 @@ def open_with_two_versions(sock: Path, root: Path, name: str) -> tuple[socket.so
         assert request(conn, Request.LOAD, I64.pack(version - 1))[0] == Status.OK
         writes = records.encode(Op.PUT, "default", b"k%d" % version, b"v")
         conn.sendall(HEADER.pack(len(writes) + 1, Request.WRITES) + writes)
+        if version == 2:
+            before_second_commit()
         status, reply = request(conn, Request.COMMIT, I64.pack(version))
         assert status == Status.OK and json.loads(reply)["published"], reply
     return conn, json.loads(answer)["session"]
+
+
+def local_spec(root: Path, name: str) -> dict:
+    """A store on local files whose version 1 has a snapshot (it was written from nothing)
+    and whose later versions have none (no idle snapshots)."""
+    options = {f"{PREFIX}snapshotWhenIdleSeconds": "0", f"{PREFIX}snapshotInterval": "100"}
+    return {"store_root": str(root), "store_path": "", "store_name": name,
+            "local_name": f"provider-{name}", "options": options, "query_id": "q"}
 
 
 def test_one_end_stores_request_ends_every_session_it_names(worker, tmp_path: Path) -> None:
@@ -218,7 +226,8 @@ def test_one_end_stores_request_ends_every_session_it_names(worker, tmp_path: Pa
     not name goes on; a named one that cannot end (its store closed before, or no such
     session) is reported by its id, and the others end all the same."""
     _, sock = worker
-    opened = {name: open_with_two_versions(sock, tmp_path / name, name) for name in "abcd"}
+    opened = {name: open_with_two_versions(sock, local_spec(tmp_path / name, name))
+              for name in "abcd"}
     (a, a_id), (b, b_id), (c, c_id), (d, d_id) = opened.values()
     assert len({a_id, b_id, c_id, d_id}) == 4
     assert request(d, Request.CLOSE, b"")[0] == Status.OK  # d's session stays, its store not
@@ -249,10 +258,10 @@ def test_ending_a_workers_stores_starts_every_final_flush_before_the_first_end(
     """END_STORES (here on sessions in this process) hands every named store's memtables
     to RocksDB's flush thread before it ends the first store, so one store's flush runs
     while another's snapshot is taken and uploaded; each still ends with its snapshot."""
-    peers: dict[int, Session] = {}
+    shared = WorkerShared(tmp_path / "worker", ThreadPoolExecutor(1))
+    peers = shared.sessions
     for session_id in (1, 2, 3):
-        session = Session(None, tmp_path / "worker", ThreadPoolExecutor(1),  # type: ignore[arg-type]
-                          None, ConditionProbes(), session_id=session_id, peers=peers)
+        session = Session(None, shared, session_id)  # type: ignore[arg-type]
         session.store = open_store(tmp_path / f"root-{session_id}",
                                    tmp_path / f"local-{session_id}", interval=100)
         commit_versions(session.store, 2)  # version 2 owes its snapshot, in the memtable
@@ -355,17 +364,8 @@ def test_a_workers_commit_on_s3_lists_the_run_epochs_while_its_changelog_uploads
                    f"{PREFIX}rootOptions": json.dumps(relay.options)}
         spec = {"store_root": str(tmp_path / "ckpt"), "store_path": "op/0/default",
                 "store_name": "s", "local_name": "p", "query_id": "q", "options": options}
-        conn = connect(sock)
-        status, answer = request(conn, Request.OPEN, json.dumps(spec).encode())
-        assert status == Status.OK, answer
-        for version in (1, 2):
-            assert request(conn, Request.LOAD, I64.pack(version - 1))[0] == Status.OK
-            writes = records.encode(Op.PUT, "default", b"k", b"v%d" % version)
-            conn.sendall(HEADER.pack(len(writes) + 1, Request.WRITES) + writes)
-            if version == 2:
-                relay.hold(lists_manifests, until=uploads_changelog)
-            status, reply = request(conn, Request.COMMIT, I64.pack(version))
-            assert status == Status.OK and json.loads(reply)["published"], reply
+        conn, _ = open_with_two_versions(
+            sock, spec, lambda: relay.hold(lists_manifests, until=uploads_changelog))
         assert not relay.held_too_long, "the listing waited for an upload that never came"
         conn.close()
     finally:

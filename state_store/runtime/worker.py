@@ -23,6 +23,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import options as options_mod
@@ -63,28 +64,31 @@ _SEND_LIMIT = 1 << 20
 SWITCH_INTERVAL_S = 0.0005
 
 
+@dataclass(frozen=True)
+class WorkerShared:
+    """What a worker's sessions share: made once by main(), handed to each session."""
+
+    data_dir: Path  # the sessions' working copies live under it
+    uploads: Executor  # snapshot uploads, one at a time
+    memory: RocksMemory | None = None  # the RocksDB memory bound of all the stores
+    probes: ConditionProbes = field(default_factory=ConditionProbes)  # one per endpoint
+    idle: IdleSnapshots | None = None  # the idle-snapshot scheduler
+    release: Release = release_now  # of a closed store's working copy: the Teardown's
+    # A store's requests off its session (engine._newest_epoch_started); None: in line.
+    requests: Executor | None = None
+    # The open sessions by id, each one's own among them (END_STORES ends them).
+    sessions: dict[int, Session] = field(default_factory=dict)
+
+
 class Session:
     """The state of one connection: its store, its open iterators, a deferred write error."""
 
-    def __init__(self, conn: socket.socket, data_dir: Path, uploads: Executor,
-                 memory: RocksMemory | None, probes: ConditionProbes,
-                 idle: IdleSnapshots | None = None,
-                 release: Release = release_now, session_id: int = 0,
-                 peers: Mapping[int, Session] | None = None,
-                 requests: Executor | None = None) -> None:
+    def __init__(self, conn: socket.socket, shared: WorkerShared, session_id: int = 0) -> None:
         self.id = session_id
-        # The worker's open sessions by id, this one among them (END_STORES ends them).
-        self.peers = {} if peers is None else peers
         self.conn = conn
-        self.data_dir = data_dir
-        self.uploads = uploads
-        self.requests = requests  # the worker's, for a store's requests off its session
-        self.memory = memory
-        self.probes = probes  # the worker's, shared by its sessions
+        self.shared = shared
         self.lock = threading.Lock()  # one request at a time, and none during final snapshots
         self.last_request = time.monotonic()  # the idle-snapshot scheduler's sign of activity
-        self.idle = idle
-        self.release = release  # of a closed store's working copy: the worker's Teardown's
         self.store: VersionedStore | None = None
         self.gc_pacing: GcPacing | None = None  # the open store's, from its first maintenance
         self.iterators: dict[int, ScanChunks] = {}
@@ -196,8 +200,9 @@ class Session:
         elif request is Request.COMMIT:
             self.iterators.clear()
             answer = store.commit(I64.unpack(body)[0])
-            if self.idle is not None and answer["published"]:
-                self.idle.committed(self, store.opts.snapshot_when_idle_seconds)
+            idle = self.shared.idle
+            if idle is not None and answer["published"]:
+                idle.committed(self, store.opts.snapshot_when_idle_seconds)
             return _json(answer)
         elif request is Request.ABORT:
             self.iterators.clear()
@@ -232,7 +237,7 @@ class Session:
         once: LiveProviders.endRunHere), so two of them never wait for each other's locks.
         Every store's final flush starts first, so RocksDB's flush thread works through
         them while this one snapshots and uploads the stores before."""
-        named = {session_id: self if session_id == self.id else self.peers.get(session_id)
+        named = {session_id: self if session_id == self.id else self.shared.sessions.get(session_id)
                  for session_id in session_ids}
         for session in named.values():
             if session is not None and session.store is not None:
@@ -268,14 +273,14 @@ class Session:
         self.chunk_bytes = opts.iterator_chunk_bytes
         # Unique per session: a reconnect's new session must never share (and so have
         # deleted under it) the working copy an old session is still closing.
-        local = self.data_dir / f"{spec['local_name']}-{uuid.uuid4().hex[:8]}"
+        local = self.shared.data_dir / f"{spec['local_name']}-{uuid.uuid4().hex[:8]}"
         self.close_store()
         checkpoint = self.open_checkpoint(spec, opts)
         writer = f"{spec.get('writer', '')} worker pid {os.getpid()}".strip()
         self.store = VersionedStore(
-            spec["store_name"], checkpoint, local, opts, self.uploads, self.memory, writer,
-            int(spec.get("run_epoch", 0)),
-            release=self.release, requests=self.requests)
+            spec["store_name"], checkpoint, local, opts, self.shared.uploads,
+            self.shared.memory, writer, int(spec.get("run_epoch", 0)),
+            release=self.shared.release, requests=self.shared.requests)
         ignored = options_mod.ignored_spark_settings(spec["options"])
         return _json({"pid": os.getpid(), "root": checkpoint.storage.url, "session": self.id,
                       # Spark's RocksDB settings with no meaning here: the shim warns once
@@ -315,7 +320,7 @@ class Session:
                      own: dict | None = None) -> Storage:
         """A root of this worker's: its options from the query's Hadoop settings with
         `own` (rootOptions) over them, its endpoint probed once per worker."""
-        return open_storage(url, options_for(url, hadoop, own), self.probes)
+        return open_storage(url, options_for(url, hadoop, own), self.shared.probes)
 
     def collect_garbage(self, store: VersionedStore, retain: int) -> int:
         """Spark's maintenance: GC when due (gc_pacing.py), unless a CLAIM restore took this
@@ -465,17 +470,18 @@ def main(argv: list[str] | None = None) -> None:
     server.bind(str(args.socket))
     os.chmod(args.socket, 0o600)
     server.listen(64)
-    sessions: dict[int, Session] = {}
-    uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload")
-    # The listing a commit makes beside its changelog's upload (engine._newest_epoch_started):
-    # each session waits for its own, so these serve the sessions committing at once.
-    requests = ThreadPoolExecutor(max_workers=4, thread_name_prefix="storage-requests")
     map_arena_blocks_apart()
     if not args.compact_on_commit:
         let_compactions_yield()
-    memory = RocksMemory.bounded(args.memory_bound_mb)
-    probes = ConditionProbes()  # one probe per endpoint for the worker's whole life
-    idle = IdleSnapshots()
+    shared = WorkerShared(
+        args.data_dir,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload"),
+        RocksMemory.bounded(args.memory_bound_mb),
+        idle=IdleSnapshots(), release=teardown.release,
+        # The listing a commit makes beside its changelog's upload: each session waits for
+        # its own, so these serve the sessions committing at once.
+        requests=ThreadPoolExecutor(max_workers=4, thread_name_prefix="storage-requests"))
+    sessions = shared.sessions
     threading.Thread(target=_watch_parent, args=(sessions, cleanup), daemon=True).start()
     announce_ready()
 
@@ -485,8 +491,7 @@ def main(argv: list[str] | None = None) -> None:
     for session_id in itertools.count(1):
         conn, _ = server.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_LIMIT)
-        session = Session(conn, args.data_dir, uploads, memory, probes, idle, teardown.release,
-                          session_id, sessions, requests)
+        session = Session(conn, shared, session_id)
         sessions[session_id] = session
         threading.Thread(target=session.serve, args=(forget,), daemon=True).start()
 
