@@ -171,12 +171,18 @@ class Storage:
 
     # ---- reads --------------------------------------------------------------------------
 
-    def read(self, rel: str, what: str) -> bytes:
+    def read(self, rel: str, what: str, size: int | None = None) -> bytes:
+        """The whole file; `size` is what its record says it holds, when one does."""
         path = self.path(rel)
         try:
-            return self.retry(f"reading {path}", lambda: self.fs.cat_file(path))
+            return self.retry(f"reading {path}", lambda: self._cat(path, size))
         except FileNotFoundError as e:
             raise CorruptFileError(f"{what}: file {path} is missing") from e
+
+    def _cat(self, path: str, size: int | None) -> bytes:
+        """One file's bytes: a store whose client would ask the file's size first (a round
+        trip of its own) takes it from the record instead."""
+        return self.fs.cat_file(path)
 
     def read_if_exists(self, rel: str) -> bytes | None:
         """The whole file, or None if it does not exist (transient errors are retried)."""
@@ -188,7 +194,7 @@ class Storage:
 
     def read_verified(self, rel: str, written: Written, what: str) -> bytes:
         """Reads a whole file and checks it; `what` names it in errors (e.g. 'changelog of v3')."""
-        data = self.read(rel, what)
+        data = self.read(rel, what, written.size)
         if len(data) != written.size:
             raise CorruptFileError(
                 f"{what}: file {self.path(rel)} has {len(data)} bytes, expected {written.size}"
@@ -202,7 +208,12 @@ class Storage:
         return data
 
     def download_verified(self, rel: str, local_path: Path, written: Written, what: str) -> None:
-        """Copies a durable file to local disk, verifying it on the way."""
+        """Copies a durable file to local disk, verifying it on the way. A file of one chunk
+        is read whole, in one request: a stream (fsspec's `open`) asks the store for the
+        file's size first, which on an object store is a round trip of its own."""
+        if written.size <= CHUNK:
+            local_path.write_bytes(self.read_verified(rel, written, what))
+            return
         with open(local_path, "wb") as dst:
             self._stream_checked(rel, written, what, dst.write)
 
