@@ -92,32 +92,50 @@ def measure(server: Any, rtt_ms: float, args: argparse.Namespace, scratch: Path)
             "ratio": report.ratio(medians["overlapped"], medians["one after the other"])}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def object_store_arguments(doc: str) -> argparse.ArgumentParser:
+    """The options of a benchmark on the object stores (this one's and object_store_load's)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--stores", default="s3,azure,gcs")
     parser.add_argument("--rtt-ms", default="0,20", help="round trips added, comma-separated")
+    return parser
+
+
+def on_each_store(args: argparse.Namespace, measure: Callable[[Any, float, Path], dict],
+                  line: Callable[[dict], str], results_json: Path) -> None:
+    """`measure(server, rtt_ms, scratch)` on each store and round trip asked for, each
+    result printed as `line` words it, then all saved to `results_json`."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # as in a worker, whose threads these are
+    results = []
+    with tempfile.TemporaryDirectory(prefix="pyrocks-object-store-") as scratch:
+        for name in args.stores.split(","):
+            with SERVERS[name]() as server:
+                for rtt in (float(r) for r in args.rtt_ms.split(",")):
+                    result = {"store": name, **measure(server, rtt, Path(scratch))}
+                    results.append(result)
+                    print(f"{name:6} rtt {rtt:5.1f} ms: {line(result)}", flush=True)
+    results_json.parent.mkdir(parents=True, exist_ok=True)
+    results_json.write_text(json.dumps({"config": vars(args), "results": results},
+                                       indent=1) + "\n")
+    print(f"wrote {results_json}")
+
+
+def main() -> None:
+    parser = object_store_arguments(__doc__)
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--changes", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)  # as in a worker, whose threads these are
     if args.quick:
         args.stores, args.rtt_ms, args.commits, args.repeats = "s3", "20", 15, 2
-    results = []
-    with tempfile.TemporaryDirectory(prefix="pyrocks-commit-") as scratch:
-        for name in args.stores.split(","):
-            with SERVERS[name]() as server:
-                for rtt in (float(r) for r in args.rtt_ms.split(",")):
-                    result = {"store": name, **measure(server, rtt, args, Path(scratch))}
-                    results.append(result)
-                    after, before = (result["median_ms"][w] for w in reversed(WAYS))
-                    print(f"{name:6} rtt {rtt:5.1f} ms: one after the other {before:7.1f} ms, "
-                          f"overlapped {after:7.1f} ms ({result['ratio']:.2f})", flush=True)
-    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps({"config": vars(args), "results": results},
-                                       indent=1) + "\n")
-    print(f"wrote {RESULTS_JSON}")
+
+    def line(result: dict) -> str:
+        after, before = (result["median_ms"][w] for w in reversed(WAYS))
+        return (f"one after the other {before:7.1f} ms, overlapped {after:7.1f} ms "
+                f"({result['ratio']:.2f})")
+
+    on_each_store(args, lambda server, rtt, scratch: measure(server, rtt, args, scratch),
+                  line, RESULTS_JSON)
 
 
 if __name__ == "__main__":

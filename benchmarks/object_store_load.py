@@ -25,10 +25,7 @@ Results: a table on stdout and `benchmarks/results/object_store_load.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
-import tempfile
 import time
 import uuid
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -37,14 +34,13 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.emulators import DelayedLink
-from benchmarks.object_store_commit import SERVERS
+from benchmarks.object_store_commit import object_store_arguments, on_each_store
 from state_store.format import records
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
-from state_store.runtime.worker import SWITCH_INTERVAL_S
 
 RESULTS_JSON = report.RESULTS_DIR / "object_store_load.json"
 WAYS = ("in line", "side by side")
@@ -106,32 +102,21 @@ def measure(server: Any, rtt_ms: float, args: argparse.Namespace, scratch: Path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--stores", default="s3,azure,gcs")
-    parser.add_argument("--rtt-ms", default="0,20", help="round trips added, comma-separated")
+    parser = object_store_arguments(__doc__)
     parser.add_argument("--versions", type=int, default=39)
     parser.add_argument("--changes", type=int, default=1000)
     parser.add_argument("--restores", type=int, default=7)
     args = parser.parse_args()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)  # as in a worker, whose threads these are
     if args.quick:
         args.stores, args.rtt_ms, args.restores = "s3", "20", 3
-    results = []
-    with tempfile.TemporaryDirectory(prefix="pyrocks-load-") as scratch:
-        for name in args.stores.split(","):
-            with SERVERS[name]() as server:
-                for rtt in (float(r) for r in args.rtt_ms.split(",")):
-                    result = {"store": name, **measure(server, rtt, args, Path(scratch))}
-                    results.append(result)
-                    after, before = (result["median_ms"][w] for w in reversed(WAYS))
-                    print(f"{name:6} rtt {rtt:5.1f} ms: in line {before:7.1f} ms, side by side "
-                          f"{after:7.1f} ms ({result['ratio']:.2f}); versions replayed "
-                          f"{result['replayed_versions']}", flush=True)
-    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps({"config": vars(args), "results": results},
-                                       indent=1) + "\n")
-    print(f"wrote {RESULTS_JSON}")
+
+    def line(result: dict) -> str:
+        after, before = (result["median_ms"][w] for w in reversed(WAYS))
+        return (f"in line {before:7.1f} ms, side by side {after:7.1f} ms "
+                f"({result['ratio']:.2f}); versions replayed {result['replayed_versions']}")
+
+    on_each_store(args, lambda server, rtt, scratch: measure(server, rtt, args, scratch),
+                  line, RESULTS_JSON)
 
 
 if __name__ == "__main__":

@@ -189,7 +189,7 @@ def uploads_changelog(method: str, path: str, body: bytes) -> bool:
 def test_a_commit_lists_the_run_epochs_while_its_changelog_uploads(
         object_store: Any, relay: HttpRelay, tmp_path: Path) -> None:
     """The run-epoch fence's listing and the changelog's upload are round trips neither of
-    which needs the other, so a commit makes them at once (engine._newest_epoch_started),
+    which needs the other, so a commit makes them at once (storage_requests.py),
     and publishes its manifest after both. The relay holds the listing until the upload
     has arrived: made one after the other, the upload would not come while it waits."""
     url = object_store.url(f"overlap-{uuid.uuid4().hex}")
@@ -287,6 +287,51 @@ def test_a_load_reads_each_file_in_one_request(object_store: Any, relay: HttpRel
     extra = sum(1 for _, size in files if size == 0) if object_store.name == "azurite" else 0
     assert len(relay.requests) == 4 + len(files) + extra, relay.requests
     reader.close()
+
+
+def test_a_load_fetches_its_snapshot_files_and_changelogs_side_by_side(
+        object_store: Any, relay: HttpRelay, tmp_path: Path) -> None:
+    """With a worker's request threads, a load downloads the snapshot's files at once, and
+    fetches the changelogs ahead while the ones before are replayed. The relay holds the
+    first file until another has been asked for, then the first changelog until the next
+    one has: loaded one after the other, neither would come while it waits."""
+    url, expected, (plan, *_) = seven_versions(object_store, tmp_path / "writer")
+    assert plan.snapshot is not None
+    first_file, *_ = [ref.name for ref in plan.snapshot.files]
+    first_changelog, second_changelog, _ = [c.file.name for c in plan.changelogs]
+    with ThreadPoolExecutor(8) as requests:
+        for what, held, until in [
+                ("the snapshot's first file", names_file(first_file),
+                 lambda m, p, b: "files/" in unquote(p) and first_file not in unquote(p)),
+                ("the first changelog", names_file(first_changelog),
+                 names_file(second_changelog))]:
+            reader = store_on(url, relay.options, tmp_path / f"reader-{uuid.uuid4().hex}",
+                              requests=requests)
+            relay.hold(held, until, timeout=10)
+            reader.load(7)
+            assert not relay.held_too_long, f"{what} waited for a request that never came"
+            assert contents(reader) == expected
+            reader.close()
+
+
+def test_a_load_with_a_damaged_snapshot_file_falls_back_to_an_older_snapshot(
+        object_store: Any, tmp_path: Path) -> None:
+    """One of the newest snapshot's files is damaged: the downloads side by side all end
+    before the load turns to the older snapshot (of 4) and replays versions 5..7 on it."""
+    url, expected, (plan, older) = seven_versions(object_store, tmp_path / "writer",
+                                                  snapshot_of_7=True)
+    assert plan.snapshot is not None and older.snapshot is not None
+    shared = {ref.name for ref in older.snapshot.files}  # an SST file both may list
+    damaged = max((ref for ref in plan.snapshot.files if ref.name not in shared),
+                  key=lambda ref: ref.size)
+    storage = open_storage(url, object_store.options)
+    storage.fs.pipe_file(storage.path(f"files/{damaged.name}"), b"x" * damaged.size)
+    with ThreadPoolExecutor(8) as requests:
+        reader = store_on(url, object_store.options, tmp_path / "reader", requests=requests)
+        reader.load(7)
+        assert contents(reader) == expected
+        assert reader.metrics.replayed_versions == 3
+        reader.close()
 
 
 def test_s3_sends_a_commits_small_bodies_without_asking_first(s3: Any,

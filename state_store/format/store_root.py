@@ -11,8 +11,9 @@ sees, and never adopts, the records of an earlier one.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -383,13 +384,14 @@ class StoreRoot:
         data = self.storage_of(ref).read_verified(file_path(ref.name), ref.written, what)
         return changelog_file.payloads(data, f"the {what} ({file_path(ref.name)})")
 
-    def download_snapshot(self, snapshot: SnapshotDescriptor, target: Path) -> None:
-        target.mkdir(parents=True)
+    def snapshot_downloads(self, snapshot: SnapshotDescriptor, target: Path
+                           ) -> list[Callable[[], None]]:
+        """The download of each of the snapshot's files into the directory `target`,
+        verified; each independent of the others."""
         what = f"snapshot of version {snapshot.version} of {self.store_name}"
-        for ref in snapshot.files:
-            self.storage_of(ref).download_verified(
-                file_path(ref.name), target / (ref.local_name or ref.name), ref.written, what
-            )
+        return [functools.partial(self.storage_of(ref).download_verified, file_path(ref.name),
+                                  target / (ref.local_name or ref.name), ref.written, what)
+                for ref in snapshot.files]
 
     def manifest_if_readable(self, path: str) -> Manifest | None:
         try:

@@ -22,11 +22,12 @@ The store is a state machine, checked on every call (`_require`), as Spark's sto
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from enum import Enum
@@ -42,6 +43,7 @@ from ..options import StoreOptions
 from .changelog_spool import ChangelogSpool
 from .memory import RocksMemory
 from .snapshots import Snapshotter, Taken
+from .storage_requests import InOrder, StorageRequests
 from .teardown import Release, release_now
 from .working_copy import UNTRACKED, WorkingCopy
 
@@ -116,7 +118,8 @@ class VersionedStore:
         self.loaded_version: int | None = None  # None unless CLEAN or UPDATING
         self.pending = ChangelogSpool(local_dir, opts.changelog_compression)
         self.release = release  # of the working copy at close: in line, or teardown.py's
-        self.requests = requests  # short storage requests run beside the session's own
+        # Requests to the root that need not wait for one another (storage_requests.py).
+        self.requests = StorageRequests(requests, root.storage.remote)
 
     @property
     def num_keys(self) -> int:
@@ -195,8 +198,7 @@ class VersionedStore:
         except CorruptFileError:
             return False  # gone meanwhile: rebuild from what the manifest can still use
         self._lose_version()  # until the replay is complete, the copy is neither
-        for changelog in missing:
-            self._replay(changelog)
+        self._replay(self._fetched(missing))
         self.lineage.caught_up(target, base)
         self.copy.count_keys(target.num_keys)
         self.state, self.loaded_version = State.CLEAN, version
@@ -214,30 +216,41 @@ class VersionedStore:
                 *self.checkpoint.load_plans(version, checkpoint_id=checkpoint_id)]
         shutil.rmtree(self.local_dir, ignore_errors=True)
         self.local_dir.mkdir(parents=True)
-        plan, db_dir = self._download_first_readable(plans)
+        plan, db_dir, changelogs = self._download_first_readable(plans)
         self.copy.open(db_dir)
-        for changelog in plan.changelogs if plan else []:
-            self._replay(changelog)
+        self._replay(changelogs)
         self.lineage.rebuilt(plan, empty)
         self.copy.count_keys(plan.manifest.num_keys if plan else 0)
         self.state, self.loaded_version = State.CLEAN, version
         self.metrics.rebuilds += 1
 
-    def _replay(self, changelog: Changelog) -> None:
-        for payload in self.checkpoint.changelog_payloads(changelog):
-            self.copy.apply(payload, count_keys=False)
-        self.metrics.replayed_versions += 1
+    def _replay(self, fetched: InOrder[Iterator[bytes]]) -> None:
+        """Applies changelogs in order, their payloads as `_fetched` brings them."""
+        with contextlib.closing(fetched):  # a failed replay leaves no fetch running
+            for payloads in fetched:
+                for payload in payloads:
+                    self.copy.apply(payload, count_keys=False)
+                self.metrics.replayed_versions += 1
+
+    def _fetched(self, changelogs: list[Changelog]) -> InOrder[Iterator[bytes]]:
+        """Each changelog's payloads, in order, fetched ahead while the ones before apply."""
+        return self.requests.in_order(
+            [functools.partial(self.checkpoint.changelog_payloads, c) for c in changelogs],
+            [c.file.size for c in changelogs])
 
     def _download_first_readable(self, plans: list[LoadPlan | None]
-                                 ) -> tuple[LoadPlan | None, Path]:
-        """The first plan whose snapshot downloads intact, and the directory it is in; an
+                                 ) -> tuple[LoadPlan | None, Path, InOrder[Iterator[bytes]]]:
+        """The first plan whose snapshot downloads intact, the directory it is in, and its
+        changelogs' payloads (`_fetched`, begun once the snapshot's files are); an
         unreadable snapshot falls back to the next (older) one."""
         for i, plan in enumerate(plans):
             db_dir = self.local_dir / f"db-{uuid.uuid4().hex}"
             try:
                 if plan is not None and plan.snapshot is not None:
-                    self.checkpoint.download_snapshot(plan.snapshot, db_dir)
-                return plan, db_dir
+                    db_dir.mkdir(parents=True)  # none: working_copy.open makes a new one
+                    self.requests.run_all(self.checkpoint.snapshot_downloads(plan.snapshot,
+                                                                             db_dir))
+                return plan, db_dir, self._fetched(plan.changelogs if plan else [])
             except CorruptFileError:
                 shutil.rmtree(db_dir, ignore_errors=True)
                 if i == len(plans) - 1:
@@ -258,13 +271,14 @@ class VersionedStore:
                 f"the changes of versions {start}..{end} of {self.name} are not all retained: "
                 f"versions {missing[0]}..{missing[-1]} are missing (retained: "
                 f"{min(retained, default=0)}..{max(retained, default=0)})")
-        for version in range(start, end + 1):
-            own = self.checkpoint.own_changelog(version, index)
-            for payload in self.checkpoint.changelog_payloads(own):
-                for op, record_cf, key, value in records.decode(payload):
-                    kind = op & OP_MASK
-                    if record_cf == cf and kind in _CHANGE_OPS:
-                        yield version, Op(kind), key, value
+        owns = [self.checkpoint.own_changelog(version, index) for version in range(start, end + 1)]
+        with contextlib.closing(self._fetched(owns)) as fetched:
+            for version, payloads in zip(range(start, end + 1), fetched, strict=True):
+                for payload in payloads:
+                    for op, record_cf, key, value in records.decode(payload):
+                        kind = op & OP_MASK
+                        if record_cf == cf and kind in _CHANGE_OPS:
+                            yield version, Op(kind), key, value
 
     # ---- reading and writing ------------------------------------------------------------
 
@@ -323,7 +337,9 @@ class VersionedStore:
             raise StateStoreError(f"{self.name}: cannot commit version {new_version} on top "
                                   f"of version {self.loaded_version}")
         started = time.perf_counter()
-        newest_epoch = self._newest_epoch_started()
+        # The fence's listing (`_refuse_if_superseded`) and the changelog's upload need
+        # not wait for each other, on an object store a round trip each.
+        newest_epoch = self.requests.started(self.checkpoint.newest_epoch)
         with self._metrics_lock:  # the upload thread counts its snapshots too
             self.record_writes += 1  # published, lost or fenced, each leaves files to collect
         changelog = self.pending.store(self.checkpoint, new_version)
@@ -374,16 +390,6 @@ class VersionedStore:
             return None
         self.metrics.forced_snapshots += 1
         return self.snapshots.take_now(self.copy, version, changelog.file.name)
-
-    def _newest_epoch_started(self) -> Callable[[], int]:
-        """The listing `_refuse_if_superseded` reads, begun before the changelog's upload and
-        read after it. Neither needs the other, and on an object store each is a round trip
-        (the listing the slower on S3), so it runs on `requests` meanwhile; a local listing
-        costs less than a hand-over to another thread."""
-        if self.requests is None or not self.checkpoint.storage.remote:
-            newest = self.checkpoint.newest_epoch()
-            return lambda: newest
-        return self.requests.submit(self.checkpoint.newest_epoch).result
 
     def _refuse_if_superseded(self, new_version: int, newest: int,
                               changelog: Changelog) -> None:

@@ -54,6 +54,7 @@ from .protocol import (
     ScanMode,
     Status,
 )
+from .storage_requests import IN_FLIGHT
 from .teardown import Release, Teardown, release_now
 from .working_copy import let_compactions_yield
 
@@ -74,7 +75,8 @@ class WorkerShared:
     probes: ConditionProbes = field(default_factory=ConditionProbes)  # one per endpoint
     idle: IdleSnapshots | None = None  # the idle-snapshot scheduler
     release: Release = release_now  # of a closed store's working copy: the Teardown's
-    # A store's requests off its session (engine._newest_epoch_started); None: in line.
+    # A store's requests to an object store that need not wait for one another
+    # (storage_requests.py); None: in line.
     requests: Executor | None = None
     # The open sessions by id, each one's own among them (END_STORES ends them).
     sessions: dict[int, Session] = field(default_factory=dict)
@@ -478,9 +480,10 @@ def main(argv: list[str] | None = None) -> None:
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-upload"),
         RocksMemory.bounded(args.memory_bound_mb),
         idle=IdleSnapshots(), release=teardown.release,
-        # The listing a commit makes beside its changelog's upload: each session waits for
-        # its own, so these serve the sessions committing at once.
-        requests=ThreadPoolExecutor(max_workers=4, thread_name_prefix="storage-requests"))
+        # Each store keeps at most storage_requests.IN_FLIGHT of its requests here at once:
+        # two stores loading leave none of a third's commit waiting for a thread.
+        requests=ThreadPoolExecutor(max_workers=3 * IN_FLIGHT,
+                                    thread_name_prefix="storage-requests"))
     sessions = shared.sessions
     threading.Thread(target=_watch_parent, args=(sessions, cleanup), daemon=True).start()
     announce_ready()
