@@ -179,6 +179,10 @@ def lists_manifests(method: str, path: str, body: bytes) -> bool:
     return method == "GET" and "prefix=" in path and "manifests" in unquote(path)
 
 
+def lists_snapshots(method: str, path: str, body: bytes) -> bool:
+    return method == "GET" and "prefix=" in path and "snapshots" in unquote(path)
+
+
 def uploads_changelog(method: str, path: str, body: bytes) -> bool:
     """A changelog's creation: named in the path (S3, Azure) or in the upload's metadata,
     the first part of its body (GCS)."""
@@ -291,16 +295,19 @@ def test_a_load_reads_each_file_in_one_request(object_store: Any, relay: HttpRel
 
 def test_a_load_fetches_its_snapshot_files_and_changelogs_side_by_side(
         object_store: Any, relay: HttpRelay, tmp_path: Path) -> None:
-    """With a worker's request threads, a load downloads the snapshot's files at once, and
-    fetches the changelogs ahead while the ones before are replayed. The relay holds the
-    first file until another has been asked for, then the first changelog until the next
-    one has: loaded one after the other, neither would come while it waits."""
+    """With a worker's request threads, a load lists the manifests and the snapshots at
+    once, downloads the snapshot's files at once, and fetches the changelogs ahead while
+    the ones before are replayed. Load by load, the relay holds one listing until the other
+    has been asked for (each way), the first file until another has, the first changelog
+    until the next one has: made one after the other, the one held would wait in vain."""
     url, expected, (plan, *_) = seven_versions(object_store, tmp_path / "writer")
     assert plan.snapshot is not None
     first_file, *_ = [ref.name for ref in plan.snapshot.files]
     first_changelog, second_changelog, _ = [c.file.name for c in plan.changelogs]
     with ThreadPoolExecutor(8) as requests:
         for what, held, until in [
+                ("the listing of the manifests", lists_manifests, lists_snapshots),
+                ("the listing of the snapshots", lists_snapshots, lists_manifests),
                 ("the snapshot's first file", names_file(first_file),
                  lambda m, p, b: "files/" in unquote(p) and first_file not in unquote(p)),
                 ("the first changelog", names_file(first_changelog),

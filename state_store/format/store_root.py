@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from ..errors import CorruptFileError, ForeignCheckpointError, VersionNotFoundError
 from . import changelog_file, lineage
@@ -39,6 +40,9 @@ FOREIGN_SUFFIXES = (".delta", ".snapshot", ".changelog", ".zip")
 QUERY_DIR_PREFIX = "query-"
 
 
+T = TypeVar("T")
+
+
 def query_dir(query_id: str) -> str:
     return f"{QUERY_DIR_PREFIX}{query_id}"
 
@@ -49,6 +53,18 @@ class UploadStats:
     bytes_uploaded: int = 0
     files_reused: int = 0
     bytes_reused: int = 0
+
+
+class Starts(Protocol):
+    """Begins a request and answers how to wait for its result (a store's requests that
+    need not wait for one another: runtime/storage_requests.py)."""
+
+    def __call__(self, request: Callable[[], T]) -> Callable[[], T]: ...
+
+
+def begun_here(request: Callable[[], T]) -> Callable[[], T]:
+    result = request()
+    return lambda: result
 
 
 @dataclass(frozen=True)
@@ -120,13 +136,16 @@ class StoreRoot:
 
     # ---- listing and reading records ----------------------------------------------------
 
-    def index(self) -> RecordIndex:
+    def index(self, started: Starts | None = None) -> RecordIndex:
+        """The records listed: the manifests and the snapshots, two listings that need
+        not wait for each other; `started` may begin the first beside this thread's."""
+        manifests = (started or begun_here)(self._manifests)
         snapshots: dict[int, dict[str | None, str]] = {}
         for name in self.storage.names(SNAPSHOT_DIR):
             parsed = parse_snapshot_name(name)
             if parsed is not None:
                 snapshots.setdefault(parsed[0], {})[parsed[1]] = f"{SNAPSHOT_DIR}/{name}"
-        return RecordIndex(self._manifests(), snapshots)
+        return RecordIndex(manifests(), snapshots)
 
     def _manifests(self) -> dict[int, dict[int, str]]:
         manifests: dict[int, dict[int, str]] = {}

@@ -188,7 +188,7 @@ class VersionedStore:
         current = self.loaded_version
         if self.state is not State.CLEAN or current is None or version < current:
             return False
-        index = self.checkpoint.index()
+        index = self.checkpoint.index(self.requests.started)
         target = self.checkpoint.read_manifest(version, index, checkpoint_id)
         missing = self.lineage.catch_up(current, target)
         if missing is None:
@@ -212,8 +212,8 @@ class VersionedStore:
         if version == 0:
             self.checkpoint.refuse_foreign_state()
         if plans is None:
-            plans = [None] if version == 0 else [
-                *self.checkpoint.load_plans(version, checkpoint_id=checkpoint_id)]
+            plans = [None] if version == 0 else [*self.checkpoint.load_plans(
+                version, self.checkpoint.index(self.requests.started), checkpoint_id)]
         shutil.rmtree(self.local_dir, ignore_errors=True)
         self.local_dir.mkdir(parents=True)
         plan, db_dir, changelogs = self._download_first_readable(plans)
