@@ -198,7 +198,8 @@ class VersionedStore:
         except CorruptFileError:
             return False  # gone meanwhile: rebuild from what the manifest can still use
         self._lose_version()  # until the replay is complete, the copy is neither
-        self._replay(self._fetched(missing))
+        with contextlib.closing(self._fetched(missing)) as fetched:
+            self._replay(fetched)
         self.lineage.caught_up(target, base)
         self.copy.count_keys(target.num_keys)
         self.state, self.loaded_version = State.CLEAN, version
@@ -217,8 +218,9 @@ class VersionedStore:
         shutil.rmtree(self.local_dir, ignore_errors=True)
         self.local_dir.mkdir(parents=True)
         plan, db_dir, changelogs = self._download_first_readable(plans)
-        self.copy.open(db_dir)
-        self._replay(changelogs)
+        with contextlib.closing(changelogs):  # a failed load leaves no fetch running
+            self.copy.open(db_dir)
+            self._replay(changelogs)
         self.lineage.rebuilt(plan, empty)
         self.copy.count_keys(plan.manifest.num_keys if plan else 0)
         self.state, self.loaded_version = State.CLEAN, version
@@ -226,11 +228,10 @@ class VersionedStore:
 
     def _replay(self, fetched: InOrder[Iterator[bytes]]) -> None:
         """Applies changelogs in order, their payloads as `_fetched` brings them."""
-        with contextlib.closing(fetched):  # a failed replay leaves no fetch running
-            for payloads in fetched:
-                for payload in payloads:
-                    self.copy.apply(payload, count_keys=False)
-                self.metrics.replayed_versions += 1
+        for payloads in fetched:
+            for payload in payloads:
+                self.copy.apply(payload, count_keys=False)
+            self.metrics.replayed_versions += 1
 
     def _fetched(self, changelogs: list[Changelog]) -> InOrder[Iterator[bytes]]:
         """Each changelog's payloads, in order, fetched ahead while the ones before apply."""
