@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks import report
 from benchmarks.emulators import Azurite, DelayedLink, FakeGcs
@@ -45,11 +45,13 @@ from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
+from state_store.runtime.storage_requests import IN_FLIGHT
 from state_store.runtime.worker import SWITCH_INTERVAL_S
 
 RESULTS_JSON = report.RESULTS_DIR / "object_store_commit.json"
 SERVERS: dict[str, Callable[[], Any]] = {"s3": MotoServer, "azure": Azurite, "gcs": FakeGcs}
 WAYS = ("one after the other", "overlapped")
+T = TypeVar("T")
 
 
 def changes(version: int, count: int) -> bytes:
@@ -76,20 +78,42 @@ def commit_ms(url: str, options: dict[str, Any], local: Path, requests: Executor
     return times[1:]
 
 
-def measure(server: Any, rtt_ms: float, args: argparse.Namespace, scratch: Path) -> dict:
-    by_way: dict[str, list[float]] = {way: [] for way in WAYS}
-    with DelayedLink(server.port, rtt_ms) as link, ThreadPoolExecutor(2) as requests:
+Run = Callable[[str, dict[str, Any], Path, Executor | None], T]
+
+
+def in_turn(server: Any, rtt_ms: float, scratch: Path, rounds: int, run: Run[T]
+            ) -> tuple[list[T], list[T]]:
+    """`run(url, options, local, requests)` `rounds` times each way, the ways taking turns
+    (so that a drift of the machine reaches both), each time on a new root at `url` and a
+    new working copy at `local`, through a link adding `rtt_ms`: without `requests`
+    threads (in line), then with a worker's. Each way's results."""
+    in_line: list[T] = []
+    beside: list[T] = []
+    with DelayedLink(server.port, rtt_ms) as link, \
+            ThreadPoolExecutor(3 * IN_FLIGHT) as requests:
         options = server.options_at(link.endpoint)
-        for repeat in range(args.repeats):
-            for way in WAYS:  # in turn, so that a drift of the machine reaches both
-                url = server.url(f"commit-{uuid.uuid4().hex}")
-                local = scratch / f"{way.replace(' ', '-')}-{rtt_ms}-{repeat}"
-                pool = requests if way == "overlapped" else None
-                times = commit_ms(url, options, local, pool, args.commits, args.changes)
-                by_way[way].append(statistics.median(times))
+        for _ in range(rounds):
+            for results, pool in ((in_line, None), (beside, requests)):
+                url = server.url(f"bench-{uuid.uuid4().hex}")
+                results.append(run(url, options, scratch / uuid.uuid4().hex, pool))
+    return in_line, beside
+
+
+def medians_of(rtt_ms: float, ways: tuple[str, str], runs: tuple[list[float], list[float]]
+               ) -> dict:
+    """The result of `in_turn`'s runs: each way's times, median, and their ratio."""
+    by_way = dict(zip(ways, runs, strict=True))
     medians = {way: statistics.median(ms) for way, ms in by_way.items()}
-    return {"rtt_ms": rtt_ms, "repeats_ms": by_way, "median_ms": medians,
-            "ratio": report.ratio(medians["overlapped"], medians["one after the other"])}
+    return {"rtt_ms": rtt_ms, "runs_ms": by_way, "median_ms": medians,
+            "ratio": report.ratio(medians[ways[1]], medians[ways[0]])}
+
+
+def measure(server: Any, rtt_ms: float, args: argparse.Namespace, scratch: Path) -> dict:
+    def run(url: str, options: dict[str, Any], local: Path, pool: Executor | None) -> float:
+        return statistics.median(commit_ms(url, options, local, pool, args.commits,
+                                           args.changes))
+
+    return medians_of(rtt_ms, WAYS, in_turn(server, rtt_ms, scratch, args.repeats, run))
 
 
 def object_store_arguments(doc: str) -> argparse.ArgumentParser:

@@ -25,7 +25,6 @@ Results: a table on stdout and `benchmarks/results/object_store_load.json`.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 import uuid
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -33,8 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
-from benchmarks.emulators import DelayedLink
-from benchmarks.object_store_commit import object_store_arguments, on_each_store
+from benchmarks.object_store_commit import (
+    in_turn,
+    medians_of,
+    object_store_arguments,
+    on_each_store,
+)
 from state_store.format import records
 from state_store.format.records import Op
 from state_store.format.storage import open_storage
@@ -82,23 +85,16 @@ def load_ms(url: str, options: dict[str, Any], local: Path, version: int,
 
 
 def measure(server: Any, rtt_ms: float, args: argparse.Namespace, scratch: Path) -> dict:
-    url = server.url(f"load-{uuid.uuid4().hex}")
-    build(url, server.options, scratch / f"build-{rtt_ms}", args.versions, args.changes)
-    by_way: dict[str, list[float]] = {way: [] for way in WAYS}
-    replayed = set()
-    with DelayedLink(server.port, rtt_ms) as link, ThreadPoolExecutor(8) as requests:
-        options = server.options_at(link.endpoint)
-        for restore in range(args.restores):
-            for way in WAYS:  # in turn, so that a drift of the machine reaches both
-                local = scratch / f"{way.replace(' ', '-')}-{rtt_ms}-{restore}"
-                pool = requests if way == "side by side" else None
-                ms, versions = load_ms(url, options, local, args.versions, pool)
-                by_way[way].append(ms)
-                replayed.add(versions)
-    medians = {way: statistics.median(ms) for way, ms in by_way.items()}
-    return {"rtt_ms": rtt_ms, "loads_ms": by_way, "median_ms": medians,
-            "replayed_versions": sorted(replayed),
-            "ratio": report.ratio(medians["side by side"], medians["in line"])}
+    built = server.url(f"load-{uuid.uuid4().hex}")
+    build(built, server.options, scratch / f"build-{rtt_ms}", args.versions, args.changes)
+
+    def run(url: str, options: dict[str, Any], local: Path, pool: Executor | None
+            ) -> tuple[float, int]:
+        return load_ms(built, options, local, args.versions, pool)  # every load of `built`
+
+    runs = in_turn(server, rtt_ms, scratch, args.restores, run)
+    result = medians_of(rtt_ms, WAYS, ([ms for ms, _ in runs[0]], [ms for ms, _ in runs[1]]))
+    return {**result, "replayed_versions": sorted({n for way in runs for _, n in way})}
 
 
 def main() -> None:

@@ -1,0 +1,94 @@
+"""A store's final snapshot on an object store, with a round trip added.
+
+    python -m benchmarks.object_store_snapshot            # S3, Azure, GCS; 0 and 20 ms
+    python -m benchmarks.object_store_snapshot --quick    # S3 only, 20 ms, fewer stores
+
+The snapshot a store takes where its caller waits: the final one (`snapshot_now`; a
+query's end, or an idle store, takes it before the store closes, and at a run's end a
+worker ends its stores one after another). It uploads the files of a local RocksDB
+checkpoint that the snapshot before does not have (here all of them: an SST file and the
+small files beside it, CURRENT, MANIFEST, OPTIONS, ...), then publishes the descriptor. Each
+server is reached through a `DelayedLink` that adds `--rtt-ms` to every round trip. Two
+ways, in turn, each on store roots of its own:
+
+  in line       each upload after the one before: the engine without `requests` threads
+  side by side  the uploads on the worker's `requests` threads, as a worker takes them
+
+A store commits `--versions` versions of `--changes` new keys each (16-byte keys, 32-byte
+values), then takes its final snapshot, timed; `--stores-per-way` stores each way, in
+turn. Medians over the stores of each way.
+Results: a table on stdout and `benchmarks/results/object_store_snapshot.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import Executor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks import report
+from benchmarks.object_store_commit import (
+    in_turn,
+    medians_of,
+    object_store_arguments,
+    on_each_store,
+)
+from benchmarks.object_store_load import new_keys
+from state_store.format.storage import open_storage
+from state_store.format.store_root import StoreRoot
+from state_store.options import StoreOptions
+from state_store.runtime.engine import VersionedStore
+
+RESULTS_JSON = report.RESULTS_DIR / "object_store_snapshot.json"
+WAYS = ("in line", "side by side")
+
+
+def snapshot_ms(url: str, options: dict[str, Any], local: Path, versions: int, count: int,
+                requests: Executor | None) -> float:
+    """A new store's final snapshot, in ms."""
+    root = StoreRoot(open_storage(url, options), "store")
+    with ThreadPoolExecutor(1) as uploads:
+        store = VersionedStore("store", root, local, StoreOptions(snapshot_interval=100),
+                               uploads, requests=requests)
+        try:
+            for version in range(1, versions + 1):
+                store.load(version - 1)
+                store.write(new_keys(version, count))
+                store.commit(version)
+            started = time.perf_counter()
+            store.snapshot_now()
+            elapsed = (time.perf_counter() - started) * 1000
+            assert store.checkpoint.snapshot_versions()[-1] == versions, "not published"
+            return elapsed
+        finally:
+            store.close()
+
+
+def measure(server: Any, rtt_ms: float, args: argparse.Namespace, scratch: Path) -> dict:
+    def run(url: str, options: dict[str, Any], local: Path, pool: Executor | None) -> float:
+        return snapshot_ms(url, options, local, args.versions, args.changes, pool)
+
+    return medians_of(rtt_ms, WAYS, in_turn(server, rtt_ms, scratch, args.stores_per_way, run))
+
+
+def main() -> None:
+    parser = object_store_arguments(__doc__)
+    parser.add_argument("--versions", type=int, default=5)
+    parser.add_argument("--changes", type=int, default=1000)
+    parser.add_argument("--stores-per-way", type=int, default=7)
+    args = parser.parse_args()
+    if args.quick:
+        args.stores, args.rtt_ms, args.stores_per_way = "s3", "20", 3
+
+    def line(result: dict) -> str:
+        after, before = (result["median_ms"][w] for w in reversed(WAYS))
+        return f"in line {before:7.1f} ms, side by side {after:7.1f} ms ({result['ratio']:.2f})"
+
+    on_each_store(args, lambda server, rtt, scratch: measure(server, rtt, args, scratch),
+                  line, RESULTS_JSON)
+
+
+if __name__ == "__main__":
+    main()
