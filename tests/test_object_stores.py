@@ -321,6 +321,38 @@ def test_a_load_fetches_its_snapshot_files_and_changelogs_side_by_side(
             reader.close()
 
 
+def uploads_snapshot_file(local_name: str) -> Callable[[str, str, bytes], bool]:
+    """The upload of a snapshot's file made from the checkpoint's `local_name`: named in
+    the path (S3, Azure) or in the upload's metadata, the first part of its body (GCS)."""
+    def matches(method: str, path: str, body: bytes) -> bool:
+        return method in ("PUT", "POST") and (f"-{local_name}" in unquote(path).split("?")[0]
+                                              or f"-{local_name}".encode() in body[:4096])
+    return matches
+
+
+def test_a_snapshot_uploads_its_files_side_by_side(object_store: Any, relay: HttpRelay,
+                                                    tmp_path: Path) -> None:
+    """A snapshot taken on the store's thread (its final one) uploads its files at once on
+    the worker's request threads: the relay holds CURRENT's upload until MANIFEST's has
+    arrived, which one after the other (they are uploaded in name order) never would."""
+    url = object_store.url(f"snapshot-{uuid.uuid4().hex}")
+    with ThreadPoolExecutor(8) as requests:
+        store = store_on(url, relay.options, tmp_path / "writer", requests=requests)
+        about_to_commit_2(store, put("k", "v2") + put("j", "w"))
+        store.commit(2)
+        relay.hold(uploads_snapshot_file("CURRENT"), until=uploads_snapshot_file("MANIFEST-"),
+                   timeout=10)
+        store.snapshot_now()
+        assert not relay.held_too_long, "CURRENT's upload waited for one that never came"
+        assert store.checkpoint.snapshot_versions()[-1] == 2
+        assert not store.failures, store.failures
+        store.close()
+    reader = store_on(url, object_store.options, tmp_path / "reader")
+    assert reader.checkpoint.load_plans(2)[0].changelogs == []  # from the snapshot of 2
+    reader.load(2)
+    assert contents(reader) == {b"k": b"v2", b"j": b"w"}
+
+
 def test_a_load_with_a_damaged_snapshot_file_falls_back_to_an_older_snapshot(
         object_store: Any, tmp_path: Path) -> None:
     """One of the newest snapshot's files is damaged: the downloads side by side all end

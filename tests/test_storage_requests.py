@@ -128,6 +128,16 @@ def test_run_all_runs_them_side_by_side_and_raises_the_first_failure_in_order(
     assert all(event.is_set() for event in requests.ended)
 
 
+def test_run_all_answers_the_results_in_the_order_of_the_requests(
+        threads: ThreadPoolExecutor) -> None:
+    """Request 0 ends last (it waits for the others to end): the results are still in the
+    requests' order."""
+    requests = Requests(IN_FLIGHT)
+    requests.waits = {0: requests.ended[1:]}
+    assert StorageRequests(threads, remote=True).run_all(requests()) == list(range(IN_FLIGHT))
+    assert requests.gave_up == []
+
+
 def test_run_all_returns_only_once_every_request_has_ended(
         threads: ThreadPoolExecutor) -> None:
     """The caller removes what a failed download was writing to: a request still running

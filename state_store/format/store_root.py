@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -65,6 +65,17 @@ class Starts(Protocol):
 def begun_here(request: Callable[[], T]) -> Callable[[], T]:
     result = request()
     return lambda: result
+
+
+class RunsAll(Protocol):
+    """Runs requests that need not wait for one another and answers their results in
+    order (runtime/storage_requests.py)."""
+
+    def __call__(self, requests: Sequence[Callable[[], T]]) -> list[T]: ...
+
+
+def run_each_here(requests: Sequence[Callable[[], T]]) -> list[T]:
+    return [request() for request in requests]
 
 
 @dataclass(frozen=True)
@@ -339,36 +350,44 @@ class StoreRoot:
         return Changelog(version, FileRef(name, written.size, written.checksum))
 
     def upload_snapshot(self, version: int, checkpoint_dir: Path, reusable: dict[str, FileRef],
-                        num_keys: int, full: bool,
-                        lineage: str) -> tuple[SnapshotDescriptor, UploadStats]:
+                        num_keys: int, full: bool, lineage: str,
+                        run_all: RunsAll = run_each_here
+                        ) -> tuple[SnapshotDescriptor, UploadStats]:
         """Turns a local RocksDB checkpoint into a descriptor (not yet published).
 
         Incremental: an SST already durable (`reusable`, keyed by local name) is referenced,
         not uploaded again; SSTs are immutable, so equal name and size mean equal bytes.
         Full: nothing is referenced; a durable SST is duplicated into a file of our own.
+        No file's upload waits for another's: `run_all` may run them side by side.
         """
-        prefix, stats, files = uuid.uuid4().hex, UploadStats(), []
-        for local in sorted(checkpoint_dir.iterdir()):
-            known = reusable.get(local.name)
-            size = local.stat().st_size
-            if known is not None and known.size == size and local.suffix == ".sst":
-                if not full:
-                    files.append(known)
-                    stats.files_reused, stats.bytes_reused = (stats.files_reused + 1,
-                                                              stats.bytes_reused + size)
-                    continue
-                name = f"{prefix}-{local.name}"
-                self.storage.duplicate(file_path(known.name), file_path(name),
-                                       self.storage_of(known), known.size)
-                ref = FileRef(name, known.size, known.checksum, local_name=local.name)
+        prefix, stats = uuid.uuid4().hex, UploadStats()
+        files = run_all([functools.partial(self._snapshot_file, prefix, local,
+                                           reusable.get(local.name), full)
+                         for local in sorted(checkpoint_dir.iterdir())])
+        for ref, reused in files:
+            if reused:
+                stats.files_reused += 1
+                stats.bytes_reused += ref.size
             else:
-                name = f"{prefix}-{local.name}"
-                written = self.storage.upload_new(local, file_path(name))
-                ref = FileRef(name, written.size, written.checksum, local_name=local.name)
-            files.append(ref)
-            stats.files_uploaded, stats.bytes_uploaded = (stats.files_uploaded + 1,
-                                                          stats.bytes_uploaded + ref.size)
-        return SnapshotDescriptor(version, files, num_keys, full, lineage), stats
+                stats.files_uploaded += 1
+                stats.bytes_uploaded += ref.size
+        refs = [ref for ref, _ in files]
+        return SnapshotDescriptor(version, refs, num_keys, full, lineage), stats
+
+    def _snapshot_file(self, prefix: str, local: Path, known: FileRef | None,
+                       full: bool) -> tuple[FileRef, bool]:
+        """What a snapshot lists for its file `local`, and whether that is `known` (the
+        base's file of that name) itself; else a file of the snapshot's own, copied from
+        `known` (a full snapshot) or uploaded."""
+        name = f"{prefix}-{local.name}"
+        if known is not None and known.size == local.stat().st_size and local.suffix == ".sst":
+            if not full:
+                return known, True
+            self.storage.duplicate(file_path(known.name), file_path(name),
+                                   self.storage_of(known), known.size)
+            return FileRef(name, known.size, known.checksum, local_name=local.name), False
+        written = self.storage.upload_new(local, file_path(name))
+        return FileRef(name, written.size, written.checksum, local_name=local.name), False
 
     def publish_manifest(self, manifest: Manifest) -> bool:
         """Makes the version visible; False if another attempt of the same run published it

@@ -111,15 +111,16 @@ class VersionedStore:
         self.record_writes = 0
         self.lineage = Lineage()
         self.copy = WorkingCopy(name, opts, memory)
+        # Requests to the root that need not wait for one another (storage_requests.py).
+        self.requests = StorageRequests(requests, root.storage.remote)
         self.snapshots = Snapshotter(root, self.lineage, local_dir / "scratch", uploads,
                                      on_published=self._snapshot_published,
-                                     on_failed=self._snapshot_failed)
+                                     on_failed=self._snapshot_failed,
+                                     run_all=self.requests.run_all)
         self.state = State.NONE
         self.loaded_version: int | None = None  # None unless CLEAN or UPDATING
         self.pending = ChangelogSpool(local_dir, opts.changelog_compression)
         self.release = release  # of the working copy at close: in line, or teardown.py's
-        # Requests to the root that need not wait for one another (storage_requests.py).
-        self.requests = StorageRequests(requests, root.storage.remote)
 
     @property
     def num_keys(self) -> int:

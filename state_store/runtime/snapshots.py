@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..format.lineage import Lineage
 from ..format.manifest import SnapshotDescriptor
-from ..format.store_root import StoreRoot, UploadStats
+from ..format.store_root import RunsAll, StoreRoot, UploadStats, run_each_here
 from .working_copy import WorkingCopy
 
 
@@ -36,8 +36,9 @@ class Taken:
 class Snapshotter:
     def __init__(self, root: StoreRoot, lineage: Lineage, scratch: Path, uploads: Executor,
                  on_published: Callable[[UploadStats], None],
-                 on_failed: Callable[[str], None]) -> None:
+                 on_failed: Callable[[str], None], run_all: RunsAll = run_each_here) -> None:
         self.root = root
+        self.run_all = run_all  # a snapshot's file uploads, side by side on an object store
         self.lineage = lineage
         self.scratch = scratch
         self.uploads = uploads
@@ -87,7 +88,7 @@ class Snapshotter:
             reusable = dict(base.files) if base is not None else {}
             reused = frozenset(f.name for f in reusable.values())
             descriptor, stats = self.root.upload_snapshot(
-                version, local, reusable, num_keys, full, lineage)
+                version, local, reusable, num_keys, full, lineage, self.run_all)
             if self.root.publish_snapshot(descriptor):
                 self.lineage.published(descriptor)
                 self.on_published(stats)

@@ -45,14 +45,14 @@ class StorageRequests:
         bytes each brings, as its record says)."""
         return InOrder(self.executor, requests, sizes)
 
-    def run_all(self, requests: Sequence[Callable[[], object]]) -> None:
-        """Runs every one of `requests`, this thread among the ones that run them. After a
-        failure none more starts; the first failure, in order, is raised."""
+    def run_all(self, requests: Sequence[Callable[[], T]]) -> list[T]:
+        """Runs every one of `requests`, this thread among the ones that run them, and
+        answers their results in order. After a failure none more starts; the first
+        failure, in order, is raised."""
         if self.executor is None or len(requests) < 2:
-            for request in requests:
-                request()
-            return
+            return [request() for request in requests]
         queue = deque(enumerate(requests))
+        results: dict[int, T] = {}
         failures: dict[int, BaseException] = {}
         lock = threading.Lock()
 
@@ -63,7 +63,7 @@ class StorageRequests:
                         return
                     index, request = queue.popleft()
                 try:
-                    request()
+                    results[index] = request()
                 except BaseException as failure:  # noqa: BLE001 - raised below, in order
                     with lock:
                         failures[index] = failure
@@ -74,6 +74,7 @@ class StorageRequests:
         _wait_unless_withdrawn(lanes)
         if failures:
             raise failures[min(failures)]
+        return [results[index] for index in range(len(requests))]
 
 
 class InOrder(Generic[T]):
