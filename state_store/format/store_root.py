@@ -422,14 +422,14 @@ class StoreRoot:
         data = self.storage_of(ref).read_verified(file_path(ref.name), ref.written, what)
         return changelog_file.payloads(data, f"the {what} ({file_path(ref.name)})")
 
-    def snapshot_downloads(self, snapshot: SnapshotDescriptor, target: Path
-                           ) -> list[Callable[[], None]]:
-        """The download of each of the snapshot's files into the directory `target`,
-        verified; each independent of the others."""
+    def download_snapshot(self, snapshot: SnapshotDescriptor, target: Path,
+                          run_all: RunsAll = run_each_here) -> None:
+        """Each of the snapshot's files downloaded into the directory `target`, verified.
+        No file's download waits for another's: `run_all` may run them side by side."""
         what = f"snapshot of version {snapshot.version} of {self.store_name}"
-        return [functools.partial(self.storage_of(ref).download_verified, file_path(ref.name),
-                                  target / (ref.local_name or ref.name), ref.written, what)
-                for ref in snapshot.files]
+        run_all([functools.partial(self.storage_of(ref).download_verified, file_path(ref.name),
+                                   target / (ref.local_name or ref.name), ref.written, what)
+                 for ref in snapshot.files])
 
     def manifest_if_readable(self, path: str) -> Manifest | None:
         try:

@@ -250,8 +250,8 @@ class VersionedStore:
             try:
                 if plan is not None and plan.snapshot is not None:
                     db_dir.mkdir(parents=True)  # none: working_copy.open makes a new one
-                    self.requests.run_all(self.checkpoint.snapshot_downloads(plan.snapshot,
-                                                                             db_dir))
+                    self.checkpoint.download_snapshot(plan.snapshot, db_dir,
+                                                      self.requests.run_all)
                 return plan, db_dir, self._fetched(plan.changelogs if plan else [])
             except CorruptFileError:
                 shutil.rmtree(db_dir, ignore_errors=True)

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, wait
 from typing import Generic, TypeVar
 
+from ..format.store_root import begun_here, run_each_here
+
 T = TypeVar("T")
 
 IN_FLIGHT = 4
@@ -29,14 +31,16 @@ AHEAD_BYTES = 64 << 20
 
 
 class StorageRequests:
+    """The requests of one store: `started` (one beside the caller's), `in_order` (results
+    used one by one, the next ones fetched meanwhile), `run_all` (all at once)."""
+
     def __init__(self, executor: Executor | None, remote: bool) -> None:
         self.executor = executor if remote else None
 
     def started(self, request: Callable[[], T]) -> Callable[[], T]:
         """`request` begun now; calling the answer waits for its result."""
         if self.executor is None:
-            result = request()
-            return lambda: result
+            return begun_here(request)
         return self.executor.submit(request).result
 
     def in_order(self, requests: Sequence[Callable[[], T]], sizes: Sequence[int]
@@ -50,7 +54,7 @@ class StorageRequests:
         answers their results in order. After a failure none more starts; the first
         failure, in order, is raised."""
         if self.executor is None or len(requests) < 2:
-            return [request() for request in requests]
+            return run_each_here(requests)
         queue = deque(enumerate(requests))
         results: dict[int, T] = {}
         failures: dict[int, BaseException] = {}
