@@ -321,12 +321,17 @@ def test_a_load_fetches_its_snapshot_files_and_changelogs_side_by_side(
             reader.close()
 
 
-def uploads_snapshot_file(local_name: str) -> Callable[[str, str, bytes], bool]:
-    """The upload of a snapshot's file made from the checkpoint's `local_name`: named in
-    the path (S3, Azure) or in the upload's metadata, the first part of its body (GCS)."""
+def uploads_snapshot_file(local_name: str, under: str = ""
+                          ) -> Callable[[str, str, bytes], bool]:
+    """The upload of a snapshot's file made from the checkpoint's `local_name` (in the
+    root at the URL `under`, if given): named in the path (S3, Azure) or in the upload's
+    metadata, the first part of its body (GCS)."""
+    root = under.split("://", 1)[-1].split("/", 1)[-1]  # the bucket's name is the host's
+
     def matches(method: str, path: str, body: bytes) -> bool:
-        return method in ("PUT", "POST") and (f"-{local_name}" in unquote(path).split("?")[0]
-                                              or f"-{local_name}".encode() in body[:4096])
+        places = (unquote(path).split("?")[0], body[:4096].decode("latin-1"))
+        return method in ("PUT", "POST") and any(
+            root in place and f"-{local_name}" in place for place in places)
     return matches
 
 

@@ -45,7 +45,7 @@ from state_store.runtime.protocol import (
 from state_store.runtime.worker import Session, WorkerShared
 from test_chunks import pairs_of as chunk_pairs
 from test_engine import commit_versions, open_store
-from test_object_stores import lists_manifests, uploads_changelog
+from test_object_stores import lists_manifests, uploads_changelog, uploads_snapshot_file
 
 
 @contextlib.contextmanager
@@ -368,6 +368,36 @@ def test_a_workers_commit_on_s3_lists_the_run_epochs_while_its_changelog_uploads
             sock, spec, lambda: relay.hold(lists_manifests, until=uploads_changelog))
         assert not relay.held_too_long, "the listing waited for an upload that never came"
         conn.close()
+    finally:
+        relay.stop()
+
+
+def test_a_worker_ends_its_stores_on_an_object_store_side_by_side(
+        s3: S3Endpoint, tmp_path: Path) -> None:
+    """END_STORES (on sessions in this process) with stores on S3: their ends (final
+    snapshot, close) run at once. The relay holds store a's first upload of its final
+    snapshot until store b's has arrived, which one store after another never would; both
+    end with their snapshot."""
+    relay = HttpRelay(s3)
+    try:
+        with ThreadPoolExecutor(12) as requests:
+            shared = WorkerShared(tmp_path / "worker", ThreadPoolExecutor(1), requests=requests)
+            urls = {name: s3.url(f"ends-{name}-{os.getpid()}-{tmp_path.name}") for name in "ab"}
+            for session_id, name in enumerate("ab", start=1):
+                session = Session(None, shared, session_id)  # type: ignore[arg-type]
+                root = StoreRoot(open_storage(urls[name], relay.options), "s")
+                session.store = VersionedStore("s", root, tmp_path / name, StoreOptions(
+                    snapshot_interval=100), ThreadPoolExecutor(1), requests=requests)
+                commit_versions(session.store, 2)  # version 2 owes its final snapshot
+                shared.sessions[session_id] = session
+            stores = [session.store for session in shared.sessions.values()]
+            relay.hold(uploads_snapshot_file("CURRENT", under=urls["a"]),
+                       until=uploads_snapshot_file("CURRENT", under=urls["b"]), timeout=10)
+            failures = shared.sessions[1].end_stores([1, 2])
+        assert failures == {"1": [], "2": []}
+        assert not relay.held_too_long, "store a's final snapshot waited for b's, never made"
+        assert all(store.checkpoint.snapshot_versions()[-1] == 2  # type: ignore[union-attr]
+                   for store in stores)
     finally:
         relay.stop()
 

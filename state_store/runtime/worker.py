@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -54,7 +55,7 @@ from .protocol import (
     ScanMode,
     Status,
 )
-from .storage_requests import IN_FLIGHT
+from .storage_requests import IN_FLIGHT, StorageRequests
 from .teardown import Release, Teardown, release_now
 from .working_copy import let_compactions_yield
 
@@ -233,30 +234,40 @@ class Session:
         return store.failures
 
     def end_stores(self, session_ids: list[int]) -> dict[str, list[str]]:
-        """END_STORES: the store of each named session ends, one after another on this
-        thread, each under its session's lock (so never in the middle of a request of its
-        own). A session is named in one such request only (the shim hands each store over
-        once: LiveProviders.endRunHere), so two of them never wait for each other's locks.
-        Every store's final flush starts first, so RocksDB's flush thread works through
-        them while this one snapshots and uploads the stores before."""
+        """END_STORES: the store of each named session ends, each under its session's lock
+        (so never in the middle of a request of its own). A session is named in one such
+        request only (the shim hands each store over once: LiveProviders.endRunHere), so
+        two of them never wait for each other's locks. Every store's final flush starts
+        first, so RocksDB's flush thread works through them while the stores before are
+        snapshotted and uploaded: one after another on this thread, or, when a store's
+        root is on an object store (where an end mostly waits for round trips) and the
+        worker has request threads, side by side (storage_requests.run_all) on threads of
+        their own: an end waits for its session's lock, which none of the worker's shared
+        request threads may do (a session holding it may be waiting for one of them)."""
         named = {session_id: self if session_id == self.id else self.shared.sessions.get(session_id)
                  for session_id in session_ids}
+        stores = [s.store for s in named.values() if s is not None and s.store is not None]
         for session in named.values():
             if session is not None and session.store is not None:
                 with self.lock_of(session), contextlib.suppress(Exception):  # its end reports it
                     session.store.start_final_flush()
-        failures: dict[str, list[str]] = {}
-        for session_id, session in named.items():
-            if session is None:
-                failures[str(session_id)] = [
-                    f"no session {session_id} is open in worker pid {os.getpid()}"]
-                continue
-            with self.lock_of(session):
-                try:
-                    failures[str(session_id)] = session.end_store(session.require_store())
-                except Exception as e:  # this store's; the others still end
-                    failures[str(session_id)] = [_describe(e)]
-        return failures
+        remote = self.shared.requests is not None and any(
+            store.checkpoint.storage.remote for store in stores)
+        with ThreadPoolExecutor(IN_FLIGHT - 1, thread_name_prefix="store-ends") as threads:
+            ends = StorageRequests(threads, remote).run_all(
+                [functools.partial(self._end_named, session_id, session)
+                 for session_id, session in named.items()])
+        return dict(ends)
+
+    def _end_named(self, session_id: int, session: Session | None) -> tuple[str, list[str]]:
+        """One store's end for `end_stores`: its failures, by its session's id."""
+        if session is None:
+            return str(session_id), [f"no session {session_id} is open in worker pid {os.getpid()}"]
+        with self.lock_of(session):
+            try:
+                return str(session_id), session.end_store(session.require_store())
+            except Exception as e:  # this store's; the others still end
+                return str(session_id), [_describe(e)]
 
     def lock_of(self, session: Session) -> contextlib.AbstractContextManager[object]:
         """`session`'s lock, for this session's thread: its own it holds already."""
