@@ -270,7 +270,9 @@ class Session:
                 return str(session_id), [_describe(e)]
 
     def lock_of(self, session: Session) -> contextlib.AbstractContextManager[object]:
-        """`session`'s lock, for this session's thread: its own it holds already."""
+        """`session`'s lock, for a request this session serves: its own this session's
+        thread holds already, and waits meanwhile (its END_STORES' ends run on other
+        threads too)."""
         return contextlib.nullcontext() if session is self else session.lock
 
     def snapshot_when_idle(self) -> bool:
