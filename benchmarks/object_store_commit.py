@@ -125,17 +125,27 @@ def object_store_arguments(doc: str) -> argparse.ArgumentParser:
     return parser
 
 
-def on_each_store(args: argparse.Namespace, measure: Callable[[Any, float, Path], dict],
-                  line: Callable[[dict], str], results_json: Path) -> None:
-    """`measure(server, rtt_ms, scratch)` on each store and round trip asked for, each
-    result printed as `line` words it, then all saved to `results_json`."""
+Measure = Callable[[Any, float, argparse.Namespace, Path], dict]
+
+
+def compared(ways: tuple[str, str], result: dict) -> str:
+    """A `medians_of` result in words: each way's median and their ratio."""
+    before, after = (result["median_ms"][way] for way in ways)
+    return (f"{ways[0]} {before:7.1f} ms, {ways[1]} {after:7.1f} ms "
+            f"({result['ratio']:.2f})")
+
+
+def on_each_store(args: argparse.Namespace, measure: Measure, line: Callable[[dict], str],
+                  results_json: Path) -> None:
+    """`measure(server, rtt_ms, args, scratch)` on each store and round trip asked for,
+    each result printed as `line` words it, then all saved to `results_json`."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # as in a worker, whose threads these are
     results = []
     with tempfile.TemporaryDirectory(prefix="pyrocks-object-store-") as scratch:
         for name in args.stores.split(","):
             with SERVERS[name]() as server:
                 for rtt in (float(r) for r in args.rtt_ms.split(",")):
-                    result = {"store": name, **measure(server, rtt, Path(scratch))}
+                    result = {"store": name, **measure(server, rtt, args, Path(scratch))}
                     results.append(result)
                     print(f"{name:6} rtt {rtt:5.1f} ms: {line(result)}", flush=True)
     results_json.parent.mkdir(parents=True, exist_ok=True)
@@ -153,13 +163,7 @@ def main() -> None:
     if args.quick:
         args.stores, args.rtt_ms, args.commits, args.repeats = "s3", "20", 15, 2
 
-    def line(result: dict) -> str:
-        after, before = (result["median_ms"][w] for w in reversed(WAYS))
-        return (f"one after the other {before:7.1f} ms, overlapped {after:7.1f} ms "
-                f"({result['ratio']:.2f})")
-
-    on_each_store(args, lambda server, rtt, scratch: measure(server, rtt, args, scratch),
-                  line, RESULTS_JSON)
+    on_each_store(args, measure, lambda result: compared(WAYS, result), RESULTS_JSON)
 
 
 if __name__ == "__main__":

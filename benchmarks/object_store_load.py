@@ -33,6 +33,7 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.object_store_commit import (
+    compared,
     in_turn,
     medians_of,
     object_store_arguments,
@@ -107,12 +108,9 @@ def main() -> None:
         args.stores, args.rtt_ms, args.restores = "s3", "20", 3
 
     def line(result: dict) -> str:
-        after, before = (result["median_ms"][w] for w in reversed(WAYS))
-        return (f"in line {before:7.1f} ms, side by side {after:7.1f} ms "
-                f"({result['ratio']:.2f}); versions replayed {result['replayed_versions']}")
+        return f"{compared(WAYS, result)}; versions replayed {result['replayed_versions']}"
 
-    on_each_store(args, lambda server, rtt, scratch: measure(server, rtt, args, scratch),
-                  line, RESULTS_JSON)
+    on_each_store(args, measure, line, RESULTS_JSON)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.object_store_commit import (
+    compared,
     in_turn,
     medians_of,
     object_store_arguments,
@@ -120,12 +121,10 @@ def main() -> None:
 
     def line(result: dict) -> str:
         return "; ".join(
-            f"{what}: in line {measured['median_ms'][WAYS[0]]:7.1f} ms, side by side "
-            f"{measured['median_ms'][WAYS[1]]:7.1f} ms ({measured['ratio']:.2f})"
+            f"{what}: {compared(WAYS, measured)}"
             for what, measured in result.items() if isinstance(measured, dict))
 
-    on_each_store(args, lambda server, rtt, scratch: measure(server, rtt, args, scratch),
-                  line, RESULTS_JSON)
+    on_each_store(args, measure, line, RESULTS_JSON)
 
 
 if __name__ == "__main__":
