@@ -175,19 +175,24 @@ def test_a_commit_writes_its_changelog_and_manifest_only(object_store: Any, rela
     assert contents(reader) == {b"k": b"v2", b"j": b"w"}
 
 
-def lists_manifests(method: str, path: str, body: bytes) -> bool:
-    return method == "GET" and "prefix=" in path and "manifests" in unquote(path)
+def lists(directory: str) -> Callable[[str, str, bytes], bool]:
+    """A listing of the root's `directory` (manifests, snapshots)."""
+    def matches(method: str, path: str, body: bytes) -> bool:
+        return method == "GET" and "prefix=" in path and directory in unquote(path)
+    return matches
 
 
-def lists_snapshots(method: str, path: str, body: bytes) -> bool:
-    return method == "GET" and "prefix=" in path and "snapshots" in unquote(path)
+def uploads_named(fragment: str, under: str = "") -> Callable[[str, str, bytes], bool]:
+    """An upload of a file whose name holds `fragment` (in the root at the URL `under`, if
+    given): named in the path (S3, Azure) or in the upload's metadata, the first part of
+    its body (GCS)."""
+    root = under.split("://", 1)[-1].split("/", 1)[-1]  # the bucket's name is the host's
 
-
-def uploads_changelog(method: str, path: str, body: bytes) -> bool:
-    """A changelog's creation: named in the path (S3, Azure) or in the upload's metadata,
-    the first part of its body (GCS)."""
-    return method in ("PUT", "POST") and (".changelog" in unquote(path)
-                                          or b'.changelog"' in body[:4096])
+    def matches(method: str, path: str, body: bytes) -> bool:
+        places = (unquote(path).split("?")[0], body[:4096].decode("latin-1"))
+        return method in ("PUT", "POST") and any(
+            root in place and fragment in place for place in places)
+    return matches
 
 
 def test_a_commit_lists_the_run_epochs_while_its_changelog_uploads(
@@ -201,11 +206,11 @@ def test_a_commit_lists_the_run_epochs_while_its_changelog_uploads(
         store = store_on(url, relay.options, tmp_path / "a", requests=requests)
         about_to_commit_2(store, put("k", "v2"))
         relay.requests.clear()
-        relay.hold(lists_manifests, until=uploads_changelog)
+        relay.hold(lists("manifests"), until=uploads_named(".changelog"))
         assert store.commit(2)["published"]
         assert not relay.held_too_long, "the listing waited for an upload that never came"
         listing = next(i for i, (m, p, _) in enumerate(relay.requests)
-                       if lists_manifests(m, p, b""))
+                       if lists("manifests")(m, p, b""))
         published = creates(object_store, relay.requests)[-1]  # the manifest, last
         assert listing < relay.requests.index(published), relay.requests
         store.close()
@@ -306,8 +311,8 @@ def test_a_load_fetches_its_snapshot_files_and_changelogs_side_by_side(
     first_changelog, second_changelog, _ = [c.file.name for c in plan.changelogs]
     with ThreadPoolExecutor(8) as requests:
         for what, held, until in [
-                ("the listing of the manifests", lists_manifests, lists_snapshots),
-                ("the listing of the snapshots", lists_snapshots, lists_manifests),
+                ("the listing of the manifests", lists("manifests"), lists("snapshots")),
+                ("the listing of the snapshots", lists("snapshots"), lists("manifests")),
                 ("the snapshot's first file", names_file(first_file),
                  lambda m, p, b: "files/" in unquote(p) and first_file not in unquote(p)),
                 ("the first changelog", names_file(first_changelog),
@@ -321,20 +326,6 @@ def test_a_load_fetches_its_snapshot_files_and_changelogs_side_by_side(
             reader.close()
 
 
-def uploads_snapshot_file(local_name: str, under: str = ""
-                          ) -> Callable[[str, str, bytes], bool]:
-    """The upload of a snapshot's file made from the checkpoint's `local_name` (in the
-    root at the URL `under`, if given): named in the path (S3, Azure) or in the upload's
-    metadata, the first part of its body (GCS)."""
-    root = under.split("://", 1)[-1].split("/", 1)[-1]  # the bucket's name is the host's
-
-    def matches(method: str, path: str, body: bytes) -> bool:
-        places = (unquote(path).split("?")[0], body[:4096].decode("latin-1"))
-        return method in ("PUT", "POST") and any(
-            root in place and f"-{local_name}" in place for place in places)
-    return matches
-
-
 def test_a_snapshot_uploads_its_files_side_by_side(object_store: Any, relay: HttpRelay,
                                                     tmp_path: Path) -> None:
     """A snapshot taken on the store's thread (its final one) uploads its files at once on
@@ -345,7 +336,7 @@ def test_a_snapshot_uploads_its_files_side_by_side(object_store: Any, relay: Htt
         store = store_on(url, relay.options, tmp_path / "writer", requests=requests)
         about_to_commit_2(store, put("k", "v2") + put("j", "w"))
         store.commit(2)
-        relay.hold(uploads_snapshot_file("CURRENT"), until=uploads_snapshot_file("MANIFEST-"),
+        relay.hold(uploads_named("-CURRENT"), until=uploads_named("-MANIFEST-"),
                    timeout=10)
         store.snapshot_now()
         assert not relay.held_too_long, "CURRENT's upload waited for one that never came"

@@ -45,7 +45,7 @@ from state_store.runtime.protocol import (
 from state_store.runtime.worker import Session, WorkerShared
 from test_chunks import pairs_of as chunk_pairs
 from test_engine import commit_versions, open_store
-from test_object_stores import lists_manifests, uploads_changelog, uploads_snapshot_file
+from test_object_stores import lists, uploads_named
 
 
 @contextlib.contextmanager
@@ -365,7 +365,7 @@ def test_a_workers_commit_on_s3_lists_the_run_epochs_while_its_changelog_uploads
         spec = {"store_root": str(tmp_path / "ckpt"), "store_path": "op/0/default",
                 "store_name": "s", "local_name": "p", "query_id": "q", "options": options}
         conn, _ = open_with_two_versions(
-            sock, spec, lambda: relay.hold(lists_manifests, until=uploads_changelog))
+            sock, spec, lambda: relay.hold(lists("manifests"), until=uploads_named(".changelog")))
         assert not relay.held_too_long, "the listing waited for an upload that never came"
         conn.close()
     finally:
@@ -391,8 +391,8 @@ def test_a_worker_ends_its_stores_on_an_object_store_side_by_side(
                 commit_versions(session.store, 2)  # version 2 owes its final snapshot
                 shared.sessions[session_id] = session
             stores = [session.store for session in shared.sessions.values()]
-            relay.hold(uploads_snapshot_file("CURRENT", under=urls["a"]),
-                       until=uploads_snapshot_file("CURRENT", under=urls["b"]), timeout=10)
+            relay.hold(uploads_named("-CURRENT", under=urls["a"]),
+                       until=uploads_named("-CURRENT", under=urls["b"]), timeout=10)
             failures = shared.sessions[1].end_stores([1, 2])
         assert failures == {"1": [], "2": []}
         assert not relay.held_too_long, "store a's final snapshot waited for b's, never made"
