@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -252,6 +253,27 @@ def test_corrupt_base_snapshot_is_refused_naming_the_file(tmp_path: Path, damage
     name = damage_snapshot_sst(tmp_path / "root", 2, damage)
     with pytest.raises(CorruptFileError, match=rf"snapshot of version 2 .*{name}"):
         open_store(tmp_path / "root", tmp_path / "b").load(3)
+
+
+def test_a_snapshot_file_recorded_empty_is_not_read_and_must_have_the_empty_checksum(
+        tmp_path: Path) -> None:
+    """A file the snapshot's record says is empty (RocksDB's WAL, in every snapshot) is
+    made locally, not read: gone from the root, the load still rebuilds the version. A
+    record that says empty with another checksum is refused, naming the file."""
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=2)
+    expected = commit_versions(store, 3, drain=True)  # version 3 is based on snapshot 2
+    descriptor = next((tmp_path / "root").glob("snapshots/*.json"))
+    raw = json.loads(descriptor.read_text())
+    empty = next(f for f in raw["files"] if f["size"] == 0)
+    (tmp_path / "root" / "files" / empty["name"]).unlink()
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(3)
+    assert contents(fresh) == expected[3]
+    fresh.close()
+    empty["checksum"] = "crc32:0badf00d"
+    descriptor.write_text(json.dumps(raw))
+    with pytest.raises(CorruptFileError, match=rf"{empty['name']} says it is empty.*0badf00d"):
+        open_store(tmp_path / "root", tmp_path / "c").load(3)
 
 
 def test_unreadable_newest_snapshot_falls_back_to_an_older_one(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ sees, and never adopts, the records of an earlier one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -203,6 +204,27 @@ class StoreRoot:
             f"with the checkpoint id {checkpoint_id!r} Spark's commit log names (retained "
             f"commits of it: {retained})")
 
+    def read_manifest_beside_snapshots(self, version: int, index: RecordIndex,
+                                       checkpoint_id: str | None = None,
+                                       started: Starts | None = None) -> Manifest:
+        """`read_manifest`, with the descriptors of the newest snapshots listed up to
+        `version` read beside it (`started` may begin them on another thread): a load needs
+        the manifest's base snapshot, almost always one of them, and reading them only once
+        the manifest names it would wait a round trip more. Each is one a load reads anyway
+        (`snapshots_between` from the base up), so nothing is read in vain but when the
+        manifest's base is missing from the listing."""
+        newest = max((v for v in index.snapshots if v <= version), default=None)
+        paths = [] if newest is None else index.snapshot_paths(newest, newest)
+        ahead = (started or begun_here)(functools.partial(self._read_snapshots, paths))
+        manifest = self.read_manifest(version, index, checkpoint_id)
+        ahead()
+        return manifest
+
+    def _read_snapshots(self, paths: list[str]) -> None:
+        for path in paths:
+            with contextlib.suppress(CorruptFileError):  # snapshots_between says why
+                self.read_snapshot_at(path)
+
     def read_manifest_at(self, path: str) -> Manifest:
         record = self._records.get(path)
         if record is None:
@@ -297,11 +319,12 @@ class StoreRoot:
         return self.load_plans(version, index)[0]
 
     def load_plans(self, version: int, index: RecordIndex | None = None,
-                   checkpoint_id: str | None = None) -> list[LoadPlan]:
+                   checkpoint_id: str | None = None,
+                   started: Starts | None = None) -> list[LoadPlan]:
         """Every way to rebuild `version` (the commit `checkpoint_id` names, if given),
         cheapest first (lineage.load_plans)."""
-        index = index or self.index()
-        manifest = self.read_manifest(version, index, checkpoint_id)
+        index = index or self.index(started)
+        manifest = self.read_manifest_beside_snapshots(version, index, checkpoint_id, started)
         unreadable: list[str] = []
         candidates = self.snapshots_between(manifest.snapshot_version or 0, version, index,
                                             unreadable)

@@ -190,7 +190,8 @@ class VersionedStore:
         if self.state is not State.CLEAN or current is None or version < current:
             return False
         index = self.checkpoint.index(self.requests.started)
-        target = self.checkpoint.read_manifest(version, index, checkpoint_id)
+        target = self.checkpoint.read_manifest_beside_snapshots(version, index, checkpoint_id,
+                                                                self.requests.started)
         missing = self.lineage.catch_up(current, target)
         if missing is None:
             return False
@@ -215,7 +216,7 @@ class VersionedStore:
             self.checkpoint.refuse_foreign_state()
         if plans is None:
             plans = [None] if version == 0 else [*self.checkpoint.load_plans(
-                version, self.checkpoint.index(self.requests.started), checkpoint_id)]
+                version, checkpoint_id=checkpoint_id, started=self.requests.started)]
         shutil.rmtree(self.local_dir, ignore_errors=True)
         self.local_dir.mkdir(parents=True)
         plan, db_dir, changelogs = self._download_first_readable(plans)
