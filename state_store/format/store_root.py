@@ -204,15 +204,16 @@ class StoreRoot:
             f"with the checkpoint id {checkpoint_id!r} Spark's commit log names (retained "
             f"commits of it: {retained})")
 
-    def read_manifest_beside_snapshots(self, version: int, index: RecordIndex,
+    def _read_manifest_beside_snapshots(self, version: int, index: RecordIndex,
                                        checkpoint_id: str | None = None,
                                        started: Starts | None = None) -> Manifest:
         """`read_manifest`, with the descriptors of the newest snapshots listed up to
         `version` read beside it (`started` may begin them on another thread): a load needs
         the manifest's base snapshot, almost always one of them, and reading them only once
-        the manifest names it would wait a round trip more. Each is one a load reads anyway
-        (`snapshots_between` from the base up), so nothing is read in vain but when the
-        manifest's base is missing from the listing."""
+        the manifest names it would wait a round trip more. Each is one a rebuild reads
+        anyway (`load_plans` reads every snapshot from the base up), so nothing is read in
+        vain but when the manifest's base is missing from the listing. (A catch-up reads
+        only the base: it does not read ahead.)"""
         newest = max((v for v in index.snapshots if v <= version), default=None)
         paths = [] if newest is None else index.snapshot_paths(newest, newest)
         ahead = (started or begun_here)(functools.partial(self._read_snapshots, paths))
@@ -324,7 +325,7 @@ class StoreRoot:
         """Every way to rebuild `version` (the commit `checkpoint_id` names, if given),
         cheapest first (lineage.load_plans)."""
         index = index or self.index(started)
-        manifest = self.read_manifest_beside_snapshots(version, index, checkpoint_id, started)
+        manifest = self._read_manifest_beside_snapshots(version, index, checkpoint_id, started)
         unreadable: list[str] = []
         candidates = self.snapshots_between(manifest.snapshot_version or 0, version, index,
                                             unreadable)

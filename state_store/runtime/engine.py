@@ -190,8 +190,7 @@ class VersionedStore:
         if self.state is not State.CLEAN or current is None or version < current:
             return False
         index = self.checkpoint.index(self.requests.started)
-        target = self.checkpoint.read_manifest_beside_snapshots(version, index, checkpoint_id,
-                                                                self.requests.started)
+        target = self.checkpoint.read_manifest(version, index, checkpoint_id)
         missing = self.lineage.catch_up(current, target)
         if missing is None:
             return False
