@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 WORKER_MODULE = "state_store.runtime.worker"
@@ -36,21 +38,30 @@ def thread_kind(name: str) -> str:
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
     """CPU seconds per thread kind of a process (its threads' names, digits dropped: a JVM's
-    "Executor task launch worker", "C2 CompilerThread", "GC Thread#", ...)."""
+    "Executor task l" (the kernel keeps 15 characters of a name), "C2 CompilerThre",
+    "GC Thread#", ...)."""
     spent: dict[str, float] = {}
+    for kind, seconds in threads_cpu_seconds(pid).values():
+        spent[kind] = spent.get(kind, 0.0) + seconds
+    return spent
+
+
+def threads_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """Per live thread of a process, by thread id: its kind and the CPU seconds it used."""
+    found: dict[int, tuple[str, float]] = {}
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
-        return spent
+        return found
     for task in tasks:
         try:
             name, fields = (task / "stat").read_text().split("(", 1)[1].rsplit(")", 1)
         except (OSError, ValueError):
             continue
-        kind = thread_kind(name)
         values = fields.split()
-        spent[kind] = spent.get(kind, 0.0) + (int(values[11]) + int(values[12])) * TICK_SECONDS
-    return spent
+        found[int(task.name)] = (thread_kind(name),
+                                 (int(values[11]) + int(values[12])) * TICK_SECONDS)
+    return found
 
 
 def children(pid: int) -> list[int]:
@@ -115,3 +126,66 @@ def run_ms_by_kind(before: dict[tuple[int, str], tuple[str, int]],
         earlier = before.get(key, (kind, 0))[1]
         spent[kind] = spent.get(kind, 0.0) + (run_ns - earlier) / 1e6
     return spent
+
+
+def thread_group(kind: str) -> str:
+    """What a JVM thread of `kind` (`thread_kind`) works for: Spark's tasks, the JIT
+    compilers, the garbage collector, the stream's driver thread (its planning and
+    commits), or the rest."""
+    if kind.startswith("Executor task"):
+        return "tasks"
+    if kind.startswith(("C1 CompilerThre", "C2 CompilerThre")):
+        return "compiler"
+    if kind.startswith(("GC Thread", "G1 ")):
+        return "gc"
+    if kind.startswith("stream exec"):
+        return "driver"
+    return "jvm other"
+
+
+class CpuTimeline:
+    """CPU seconds used so far by a JVM's thread groups (`thread_group`) and by its workers,
+    sampled every `every_s` until stopped, each sample with its wall time: what a window of
+    time (a batch) cost each, to within a sample at either end. A thread or worker that
+    ends keeps its last reading in the sums, so they only grow."""
+
+    def __init__(self, jvm_pid: int, every_s: float = 0.2) -> None:
+        self.jvm_pid, self.every_s = jvm_pid, every_s
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._seen: dict[tuple[str, int], tuple[str, float]] = {}  # (process, id): last
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CpuTimeline:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        self._sample()
+        while not self._stop.wait(self.every_s):
+            self._sample()
+        self._sample()  # the end: a window up to the stop has a sample to end at
+
+    def _sample(self) -> None:
+        for tid, (kind, seconds) in threads_cpu_seconds(self.jvm_pid).items():
+            self._seen[("jvm", tid)] = (thread_group(kind), seconds)
+        for worker in workers_of(self.jvm_pid):
+            self._seen[("worker", worker)] = ("workers", cpu_seconds(worker) or
+                                              self._seen.get(("worker", worker), ("", 0.0))[1])
+        spent: dict[str, float] = {"workers": 0.0}
+        for group, seconds in self._seen.values():
+            spent[group] = spent.get(group, 0.0) + seconds
+        self.samples.append((time.time(), spent))
+
+    def between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds each group used from wall time `start` to `end` (the samples nearest
+        to each)."""
+        if not self.samples:
+            return {}
+        first = min(self.samples, key=lambda s: abs(s[0] - start))[1]
+        last = min(self.samples, key=lambda s: abs(s[0] - end))[1]
+        return {group: last[group] - first.get(group, 0.0) for group in last}

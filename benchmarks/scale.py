@@ -33,6 +33,13 @@ runs and not others, into concurrent marking back to back, so a comparison needs
 repeats (docs/benchmarks.md, Dec 6, stop 86); without it the runs are as Spark starts a
 local driver.
 
+With two measured batches a quarter or more (`--rounds 8` and up), the table also sets
+ours beside Spark's RocksDB provider quarter by quarter of the measured batches (the JIT
+still compiles Spark's code in the first: `--rounds 24` shows how far that goes), and gives
+each provider's CPU seconds a batch by thread group, quarter by quarter: Spark's tasks, the
+JIT's compilers, the garbage collector, the stream's driver thread, the JVM's other
+threads, and our workers (/proc, every 0.2 s: `procfs.CpuTimeline`).
+
 Results: a table on stdout, `benchmarks/results/scale.json`, and the chart
 `benchmarks/results/scale.png` (median batch time against state size, one panel per
 workload, one line per provider).
@@ -49,8 +56,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -69,6 +77,7 @@ from benchmarks.macro import (
     write_batches,
 )
 from benchmarks.memory import RssSampler
+from benchmarks.procfs import CpuTimeline
 
 WORKLOADS = ("aggregation", "dedup", "join", "sessions")
 PROVIDER_NAMES = ("pyrocks", "spark-rocksdb", "spark-hdfs", "noop", "stateless")
@@ -77,6 +86,8 @@ SCHEMA = {"aggregation": "key LONG, value LONG", "dedup": "id LONG, payload LONG
           "join": "key LONG, side LONG, ts LONG", "sessions": "user LONG, ts LONG"}
 RESULTS_JSON = report.RESULTS_DIR / "scale.json"  # its chart: scale.png beside it
 MEMORY_BOUND_MB = 512  # ours: memoryBoundMB's default, shared by the executor's stores
+QUARTERS = 4  # the measured batches in order, in parts: the JIT's warm-up against the rest
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,9 @@ class Run:
     state_task_ms: dict[str, float] | None = None
     error: str | None = None
     repeat: int = 0  # which of the (workload, size)'s `repeats` this run was
+    # CPU seconds a batch of the JVM's thread groups and of our workers (procfs.CpuTimeline)
+    # in each quarter of the measured batches, in order: where the early batches' extra goes
+    cpu_s_by_quarter: list[dict[str, float]] | None = None
 
 
 # ---------------------------------------------------------------------------------- input
@@ -241,7 +255,7 @@ def run_child(spec: dict[str, Any]) -> Run:
         select_provider(spark, next(p for p in PROVIDERS if p.name == run.provider))
     jvm = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
     started = time.monotonic()
-    with RssSampler(jvm) as sampler:
+    with RssSampler(jvm) as sampler, CpuTimeline(jvm) as cpu:
         query = start(spark, run.workload, run.provider, base, work / "checkpoint")
         try:
             if not query.awaitTermination(cfg.timeout_s):
@@ -254,9 +268,12 @@ def run_child(spec: dict[str, Any]) -> Run:
             [int(p.durationMs.get("triggerExecution", 0)) for p in query.recentProgress
              if p.numInputRows > 0]
     measured = batches[-cfg.rounds:] if len(batches) >= cfg.warmup + cfg.rounds else []
-    if measured and run.provider != "stateless":  # the measured batches, as batch_metrics
-        with_input = [p for p in query.recentProgress if p.numInputRows > 0 and p.stateOperators]
+    with_input = [p for p in query.recentProgress if p.numInputRows > 0
+                  and (p.stateOperators or run.provider == "stateless")]  # as batch_metrics
+    if measured and run.provider != "stateless":
         run.state_task_ms = state_task_ms(with_input[-cfg.rounds:])
+    if len(measured) >= 2 * QUARTERS:
+        run.cpu_s_by_quarter = cpu_by_quarter(cpu, with_input[-cfg.rounds:])
     if run.error is None and not measured:
         run.error = f"saw {len(batches)} batches with input"
     run.batch_ms = measured
@@ -280,6 +297,26 @@ def jfr_at_launch(recording: Path) -> str:
     (docs/benchmarks.md, Dec 6)."""
     return (f"-XX:StartFlightRecording=name=profile,settings=profile,"
             f"jdk.ExecutionSample#period=1ms,filename={recording}")
+
+
+def quarters(values: Sequence[T]) -> list[Sequence[T]]:
+    """`values` in QUARTERS consecutive parts, as equal as they divide."""
+    n = len(values)
+    return [values[n * q // QUARTERS:n * (q + 1) // QUARTERS] for q in range(QUARTERS)]
+
+
+def cpu_by_quarter(cpu: CpuTimeline, progress: Sequence[Any]) -> list[dict[str, float]]:
+    """Per quarter of the batches of `progress`, the CPU seconds a batch of each group."""
+    found = []
+    for part in quarters(progress):
+        spent: dict[str, float] = {}
+        for p in part:
+            begun = datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp()
+            ended = begun + p.durationMs.get("triggerExecution", 0) / 1000
+            for group, seconds in cpu.between(begun, ended).items():
+                spent[group] = spent.get(group, 0.0) + seconds / len(part)
+        found.append({group: round(seconds, 3) for group, seconds in sorted(spent.items())})
+    return found
 
 
 def state_task_ms(progress: Sequence[Any]) -> dict[str, float]:
@@ -380,7 +417,34 @@ def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "batch_ms_by_repeat": [None if r.get("error") else r.get("median_batch_ms")
                                    for r in runs],
             "peak_jvm_mb": peak("peak_jvm_mb"), "peak_workers_mb": peak("peak_workers_mb"),
+            "batches_by_repeat": [r.get("batch_ms") or [] for r in ok],
+            "cpu_by_repeat": [r["cpu_s_by_quarter"] for r in ok if r.get("cpu_s_by_quarter")],
             "error": "; ".join(r["error"] for r in runs if r.get("error")) or None}
+
+
+def by_quarter_ms(combined: dict[str, Any]) -> list[float] | None:
+    """The median batch of each quarter of the measured batches, the repeats' batches at
+    those places pooled; None unless every repeat measured two batches a quarter."""
+    repeats = combined.get("batches_by_repeat") or []
+    if not repeats or any(len(batches) < 2 * QUARTERS for batches in repeats):
+        return None
+    parts = [quarters(batches) for batches in repeats]
+    return [statistics.median(b for part in parts for b in part[q]) for q in range(QUARTERS)]
+
+
+def cpu_lines(provider: str, combined: dict[str, Any]) -> list[str]:
+    """The CPU seconds a batch of each thread group, quarter by quarter, the repeats'
+    averaged."""
+    repeats = combined.get("cpu_by_repeat") or []
+    if not repeats:
+        return []
+    groups = sorted({group for run in repeats for part in run for group in part})
+    per_group = []
+    for group in groups:
+        spent = [statistics.fmean(r[q].get(group, 0.0) for r in repeats)
+                 for q in range(QUARTERS)]
+        per_group.append(f"{group} {' '.join(f'{x:.2f}' for x in spent)}")
+    return [f"    {provider} CPU s a batch by quarter: " + "; ".join(per_group)]
 
 
 def render(payload: dict[str, Any]) -> str:
@@ -416,7 +480,12 @@ def render(payload: dict[str, Any]) -> str:
                 if len(paired) > 1:
                     lines.append(f"    ours/{baseline.removeprefix('spark-')} by repeat: "
                                  + " ".join(_x(x) for x in paired))
+            ours_q, theirs_q = by_quarter_ms(ours_runs), by_quarter_ms(got["spark-rocksdb"])
+            if ours_q and theirs_q:
+                lines.append("    ours/rocksdb by quarter of the measured batches: " + " ".join(
+                    _x(report.ratio(o, t)) for o, t in zip(ours_q, theirs_q, strict=True)))
             for p, r in got.items():
+                lines += cpu_lines(p, r)
                 if r.get("error"):
                     lines.append(f"    {p}: {r['error'][:160]}")
     return "\n".join(lines)

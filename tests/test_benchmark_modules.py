@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import subprocess
+import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -110,6 +113,72 @@ def test_scale_takes_the_median_over_repeats_and_pairs_them(tmp_path: Path) -> N
     assert "ours/rocksdb by repeat: 0.50 0.58 -" in table
     assert "102.0+50.0" not in table and "101.0+50.0" in table  # the failed run's RSS left out
     assert "pyrocks: died" in table
+
+
+def test_scale_compares_the_measured_batches_quarter_by_quarter(tmp_path: Path) -> None:
+    """With two measured batches a quarter or more, the table sets ours beside Spark's
+    RocksDB provider quarter by quarter (each quarter the median of the repeats' batches at
+    those places) and shows each provider's CPU a batch by thread group, quarter by quarter,
+    averaged over its repeats."""
+    from benchmarks.scale import Config, Run, quarters, render, save
+
+    assert quarters(list(range(10))) == [[0, 1], [2, 3, 4], [5, 6], [7, 8, 9]]
+    cpu = [{"tasks": 0.4, "workers": 0.2}, {"tasks": 0.3, "workers": 0.2},
+           {"tasks": 0.3, "workers": 0.1}, {"tasks": 0.2, "workers": 0.1}]
+    runs = [Run("aggregation", 1_000_000, "pyrocks", batch_ms=[900, 900, 800, 800, 700, 700,
+                                                                600, 600],
+                median_batch_ms=750.0, cpu_s_by_quarter=cpu),
+            Run("aggregation", 1_000_000, "pyrocks", batch_ms=[1000, 1000, 800, 800, 700,
+                                                                700, 500, 500],
+                median_batch_ms=750.0, repeat=1,
+                cpu_s_by_quarter=[{**q, "tasks": q["tasks"] + 0.2} for q in cpu]),
+            *[Run("aggregation", 1_000_000, "spark-rocksdb", batch_ms=[1500] * 8,
+                  median_batch_ms=1500.0, repeat=r) for r in (0, 1)]]
+    cfg = Config((1_000_000,), ("aggregation",), ("pyrocks", "spark-rocksdb"), 100, 100, 1,
+                 8, 60.0, repeats=2)
+    save(cfg, runs, tmp_path / "scale.json")
+    table = render(json.loads((tmp_path / "scale.json").read_text()))
+    assert "ours/rocksdb by quarter of the measured batches: 0.63 0.53 0.47 0.37" in table
+    assert ("pyrocks CPU s a batch by quarter: tasks 0.50 0.40 0.40 0.30; "
+            "workers 0.20 0.20 0.10 0.10") in table
+    assert "spark-rocksdb CPU s" not in table  # no timeline recorded for it
+
+
+def test_a_cpu_timeline_says_what_a_window_of_time_cost_each_thread_group() -> None:
+    """The samples nearest a window's ends say what it cost; the JVM's threads are grouped
+    by what they work for. Live: a process's CPU spent between the timeline's start and its
+    stop is seen (its thread is neither Spark's task nor a JVM's own: "jvm other")."""
+    from benchmarks.procfs import CpuTimeline, thread_group
+
+    # as /proc names them: 15 characters of the thread's name, digits dropped (thread_kind)
+    assert [thread_group(k) for k in ("Executor task l", "C2 CompilerThre", "C1 CompilerThre",
+                                       "GC Thread", "G1 Conc", "stream executio",
+                                       "dag-scheduler-e")] == [
+        "tasks", "compiler", "compiler", "gc", "gc", "driver", "jvm other"]
+    timeline = CpuTimeline(0)
+    timeline.samples = [(10.0, {"tasks": 1.0, "workers": 0.5}),
+                        (10.2, {"tasks": 1.3, "workers": 0.6, "gc": 0.1}),
+                        (10.4, {"tasks": 1.7, "workers": 0.9, "gc": 0.1})]
+    window = timeline.between(10.05, 10.35)
+    assert window == pytest.approx({"tasks": 0.7, "workers": 0.4, "gc": 0.1})
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "sys.stdin.readline(); begun = time.process_time()\n"
+         "while time.process_time() - begun < 0.2: pass\n"
+         "print('spun', flush=True); sys.stdin.readline()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert spinner.stdin is not None and spinner.stdout is not None
+    try:
+        with CpuTimeline(spinner.pid, every_s=0.05) as live:
+            while not live.samples:  # a sample before the spin
+                time.sleep(0.01)
+            spinner.stdin.write("go\n")
+            spinner.stdin.flush()
+            assert spinner.stdout.readline() == "spun\n"
+        assert live.between(0, time.time() + 60)["jvm other"] >= 0.15
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def test_scale_gives_each_run_the_java_options_and_its_recording(tmp_path: Path) -> None:
