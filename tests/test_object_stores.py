@@ -8,6 +8,7 @@ counting the requests a recording proxy sees."""
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -18,10 +19,10 @@ from urllib.parse import unquote
 import pytest
 
 from pyrocks_support import HttpRelay, condition_ignoring_endpoint
-from state_store.errors import StateStoreError, UnsupportedStorageError
+from state_store.errors import CorruptFileError, StateStoreError, UnsupportedStorageError
 from state_store.format.lineage import LoadPlan
 from state_store.format.storage import ConditionProbes, open_storage
-from state_store.format.storage.base import Storage
+from state_store.format.storage.base import CHUNK, Storage, Written
 from state_store.format.store_root import StoreRoot
 from state_store.options import PREFIX, StoreOptions, store_options
 from state_store.runtime.engine import VersionedStore
@@ -295,6 +296,28 @@ def test_a_load_reads_each_file_in_one_request(object_store: Any, relay: HttpRel
     read = sum(1 for _, size in files if size)
     assert len(relay.requests) == 4 + read, relay.requests
     reader.close()
+
+
+def test_a_file_larger_than_a_chunk_downloads_in_one_request(
+        object_store: Any, relay: HttpRelay, tmp_path: Path) -> None:
+    """A snapshot file over one read chunk (an SST of a large state) is fetched in one
+    streamed request and checked on local disk: read as a stream (fsspec's `open`), it took
+    a request for its size and one per block, each a round trip after the one before. A
+    damaged one is refused, naming it."""
+    storage = open_storage(object_store.url(f"large-{uuid.uuid4().hex}"), object_store.options)
+    source = tmp_path / "000123.sst"
+    source.write_bytes(random.Random(7).randbytes(CHUNK + (3 << 20)))
+    written = storage.upload_new(source, "files/large.sst")
+    through_relay = open_storage(storage.url, relay.options)
+    relay.requests.clear()
+    through_relay.download_verified("files/large.sst", tmp_path / "copy.sst", written, "sst")
+    assert (tmp_path / "copy.sst").read_bytes() == source.read_bytes()
+    assert [f"{m} {p}" for m, p, _ in relay.requests] == [
+        f"{m} {p}" for m, p, _ in relay.requests if names_file("large.sst")(m, p, b"")]
+    assert len(relay.requests) == 1, relay.requests
+    other = Written(written.size, "crc32:00000000")
+    with pytest.raises(CorruptFileError, match=r"sst: file .*large\.sst"):
+        through_relay.download_verified("files/large.sst", tmp_path / "again.sst", other, "sst")
 
 
 def reads(directory: str) -> Callable[[str, str, bytes], bool]:

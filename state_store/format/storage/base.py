@@ -222,30 +222,42 @@ class Storage:
         return data
 
     def download_verified(self, rel: str, local_path: Path, written: Written, what: str) -> None:
-        """Copies a durable file to local disk, verifying it on the way. A file of one chunk
-        is read whole, in one request: a stream (fsspec's `open`) asks the store for the
-        file's size first, which on an object store is a round trip of its own."""
+        """Copies a durable file to local disk, verifying it. Each in one request: a file of
+        one chunk is read whole, a larger one streamed to disk (`get_file`) and checked
+        there. Read as a stream instead (fsspec's `open`), a file cost a request for its
+        size first and then one per block, each a round trip after the one before."""
         if written.size <= CHUNK:
             local_path.write_bytes(self.read_verified(rel, written, what))
             return
-        with open(local_path, "wb") as dst:
-            self._stream_checked(rel, written, what, dst.write)
+        path = self.path(rel)
+        try:
+            self.retry(f"downloading {path}", lambda: self._get_file(path, local_path))
+        except FileNotFoundError as e:
+            raise CorruptFileError(f"{what}: file {path} is missing") from e
+        with open(local_path, "rb") as copy:
+            self._check_stream(path, copy.read, written, what)
+
+    def _get_file(self, path: str, local_path: Path) -> None:
+        """One file streamed to local disk in one request."""
+        self.fs.get_file(path, str(local_path))
 
     def verify(self, rel: str, written: Written, what: str) -> None:
         """Reads a durable file through and checks its size and checksum."""
-        self._stream_checked(rel, written, what, lambda chunk: None)
-
-    def _stream_checked(self, rel: str, written: Written, what: str,
-                        sink: Callable[[bytes], object]) -> None:
         path = self.path(rel)
-        crc, size = 0, 0
         try:
             with self.fs.open(path, "rb") as src:
-                while chunk := src.read(CHUNK):
-                    crc, size = checksum(chunk, crc), size + len(chunk)
-                    sink(chunk)
+                self._check_stream(path, src.read, written, what)
         except FileNotFoundError as e:
             raise CorruptFileError(f"{what}: file {path} is missing") from e
+
+    @staticmethod
+    def _check_stream(path: str, read: Callable[[int], bytes], written: Written,
+                      what: str) -> None:
+        """Reads `read` to its end and checks it holds the bytes of `written` (the file
+        at `path`, which errors name)."""
+        crc, size = 0, 0
+        while chunk := read(CHUNK):
+            crc, size = checksum(chunk, crc), size + len(chunk)
         if size != written.size or format_checksum(crc) != written.checksum:
             raise CorruptFileError(
                 f"{what}: file {path} is corrupt ({size} bytes, {format_checksum(crc)}; "

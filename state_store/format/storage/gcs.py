@@ -68,6 +68,11 @@ class GcsStorage(ProbedEndpointStorage):
                    lambda: self.fs.put_file(str(local_path), path, metadata=metadata))
         return written
 
+    def _get_file(self, path: str, local_path: Path) -> None:
+        """gcsfs downloads a file as ranges side by side after a request for its size: two
+        round trips one after the other where one GET streams it."""
+        self.fs.get_file(path, str(local_path), concurrency=1)
+
     def _duplicate_native(self, src: str, dst: str, size: int | None = None) -> None:
         self.retry(f"copying {src} to {dst}", lambda: self._rewrite(src, dst))
 
