@@ -24,7 +24,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -42,7 +41,7 @@ from benchmarks.macro import (
     batch_metrics,
     start_aggregation,
 )
-from benchmarks.procfs import WORKER_MODULE, rss_mb, workers_of
+from benchmarks.procfs import WORKER_MODULE, Sampler, rss_mb, workers_of
 from state_store.spark import PROVIDER_CLASS, configure
 
 RESULTS_JSON = report.RESULTS_DIR / "memory.json"
@@ -88,34 +87,24 @@ class RunResult:
 # ------------------------------------------------------------------------------- /proc
 
 
-class RssSampler:
+class RssSampler(Sampler):
     """Samples the JVM's RSS and its workers' total RSS until stopped; keeps the peaks."""
 
     def __init__(self, jvm_pid: int) -> None:
+        super().__init__(every_s=0.2)
         self.jvm_pid = jvm_pid
         self.peak_jvm = self.peak_workers = self.peak_total = self.last_total = 0.0
         self.workers = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            jvm = rss_mb(self.jvm_pid)
-            workers = workers_of(self.jvm_pid)
-            in_workers = sum(rss_mb(p) for p in workers)
-            self.workers = max(self.workers, len(workers))
-            self.last_total = jvm + in_workers
-            self.peak_jvm = max(self.peak_jvm, jvm)
-            self.peak_workers = max(self.peak_workers, in_workers)
-            self.peak_total = max(self.peak_total, self.last_total)
+    def sample(self) -> None:
+        jvm = rss_mb(self.jvm_pid)
+        workers = workers_of(self.jvm_pid)
+        in_workers = sum(rss_mb(p) for p in workers)
+        self.workers = max(self.workers, len(workers))
+        self.last_total = jvm + in_workers
+        self.peak_jvm = max(self.peak_jvm, jvm)
+        self.peak_workers = max(self.peak_workers, in_workers)
+        self.peak_total = max(self.peak_total, self.last_total)
 
 
 def idle_worker_rss_mb() -> float:

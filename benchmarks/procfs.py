@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import TypeVar
 
 WORKER_MODULE = "state_store.runtime.worker"
 TICK_SECONDS = 1 / os.sysconf("SC_CLK_TCK")  # /proc counts CPU time in these
@@ -143,20 +144,19 @@ def thread_group(kind: str) -> str:
     return "jvm other"
 
 
-class CpuTimeline:
-    """CPU seconds used so far by a JVM's thread groups (`thread_group`) and by its workers,
-    sampled every `every_s` until stopped, each sample with its wall time: what a window of
-    time (a batch) cost each, to within a sample at either end. A thread or worker that
-    ends keeps its last reading in the sums, so they only grow."""
+S = TypeVar("S", bound="Sampler")
 
-    def __init__(self, jvm_pid: int, every_s: float = 0.2) -> None:
-        self.jvm_pid, self.every_s = jvm_pid, every_s
-        self.samples: list[tuple[float, dict[str, float]]] = []
-        self._seen: dict[tuple[str, int], tuple[str, float]] = {}  # (process, id): last
+
+class Sampler:
+    """Calls `sample` on a thread of its own from entry to exit: at once, every `every_s`,
+    and once more at the exit (so that a window up to the exit has a sample to end at)."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> CpuTimeline:
+    def __enter__(self: S) -> S:
         self._thread.start()
         return self
 
@@ -165,12 +165,28 @@ class CpuTimeline:
         self._thread.join()
 
     def _run(self) -> None:
-        self._sample()
+        self.sample()
         while not self._stop.wait(self.every_s):
-            self._sample()
-        self._sample()  # the end: a window up to the stop has a sample to end at
+            self.sample()
+        self.sample()
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
+        raise NotImplementedError
+
+
+class CpuTimeline(Sampler):
+    """CPU seconds used so far by a JVM's thread groups (`thread_group`) and by its workers,
+    sampled every `every_s` until stopped, each sample with its wall time: what a window of
+    time (a batch) cost each, to within a sample at either end. A thread or worker that
+    ends keeps its last reading in the sums, so they only grow."""
+
+    def __init__(self, jvm_pid: int, every_s: float = 0.2) -> None:
+        super().__init__(every_s)
+        self.jvm_pid = jvm_pid
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._seen: dict[tuple[str, int], tuple[str, float]] = {}  # (process, id): last
+
+    def sample(self) -> None:
         for tid, (kind, seconds) in threads_cpu_seconds(self.jvm_pid).items():
             self._seen[("jvm", tid)] = (thread_group(kind), seconds)
         for worker in workers_of(self.jvm_pid):
