@@ -14,6 +14,8 @@ byte passes through the client, but moto on this machine shares the CPUs with th
 
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Any
 
 import fsspec
@@ -32,7 +34,8 @@ class MotoServer(LoopbackServer):
         self.filesystem().mkdir(self.bucket)
 
     def command(self) -> list[str]:
-        return ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)]
+        return [sys.executable, "-m", "benchmarks.s3server", "-H", "127.0.0.1",
+                "-p", str(self.port)]
 
     def options_at(self, endpoint: str) -> dict[str, Any]:
         """The options that reach this server through `endpoint` (a proxy in front of it)."""
@@ -52,3 +55,27 @@ class MotoServer(LoopbackServer):
     def filesystem(self) -> Any:
         """A fresh s3fs instance (its own listing cache) on this endpoint."""
         return fsspec.filesystem("s3", skip_instance_cache=True, **self.options)
+
+
+def serve_atomically(argv: list[str]) -> None:
+    """moto's server, each object request handled under one lock. moto checks a conditional
+    create (`If-None-Match: *`) and then stores the object, on a server thread per request
+    with no lock between the two: two creates of one key racing each other can both
+    succeed, which S3 never lets happen (a test of processes racing to create one result
+    saw it). Under the lock each check and its store are one step, as on S3."""
+    from moto.s3.responses import S3Response
+    from moto.server import main
+
+    lock = threading.Lock()
+    handle = S3Response.key_response
+
+    def key_response(self: S3Response, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return handle(self, *args, **kwargs)
+
+    S3Response.key_response = key_response  # type: ignore[method-assign]
+    main(argv)
+
+
+if __name__ == "__main__":
+    serve_atomically(sys.argv[1:])
