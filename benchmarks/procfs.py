@@ -39,30 +39,21 @@ def thread_kind(name: str) -> str:
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
     """CPU seconds per thread kind of a process (its threads' names, digits dropped: a JVM's
-    "Executor task l" (the kernel keeps 15 characters of a name), "C2 CompilerThre",
-    "GC Thread#", ...)."""
+    "Executor task launch worker", "C2 CompilerThread", "GC Thread#", ...)."""
     spent: dict[str, float] = {}
-    for kind, seconds in threads_cpu_seconds(pid).values():
-        spent[kind] = spent.get(kind, 0.0) + seconds
-    return spent
-
-
-def threads_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
-    """Per live thread of a process, by thread id: its kind and the CPU seconds it used."""
-    found: dict[int, tuple[str, float]] = {}
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
-        return found
+        return spent
     for task in tasks:
         try:
             name, fields = (task / "stat").read_text().split("(", 1)[1].rsplit(")", 1)
         except (OSError, ValueError):
             continue
+        kind = thread_kind(name)
         values = fields.split()
-        found[int(task.name)] = (thread_kind(name),
-                                 (int(values[11]) + int(values[12])) * TICK_SECONDS)
-    return found
+        spent[kind] = spent.get(kind, 0.0) + (int(values[11]) + int(values[12])) * TICK_SECONDS
+    return spent
 
 
 def children(pid: int) -> list[int]:
@@ -184,14 +175,14 @@ class CpuTimeline(Sampler):
         super().__init__(every_s)
         self.jvm_pid = jvm_pid
         self.samples: list[tuple[float, dict[str, float]]] = []
-        self._seen: dict[tuple[str, int], tuple[str, float]] = {}  # (process, id): last
+        self._seen: dict[tuple[int, str], tuple[str, float]] = {}  # (pid, tid): last
 
     def sample(self) -> None:
-        for tid, (kind, seconds) in threads_cpu_seconds(self.jvm_pid).items():
-            self._seen[("jvm", tid)] = (thread_group(kind), seconds)
-        for worker in workers_of(self.jvm_pid):
-            self._seen[("worker", worker)] = ("workers", cpu_seconds(worker) or
-                                              self._seen.get(("worker", worker), ("", 0.0))[1])
+        pids = [self.jvm_pid, *workers_of(self.jvm_pid)]
+        for key, (kind, run_ns) in thread_run_ns(pids).items():
+            process, name = kind.split(": ", 1)
+            group = "workers" if process == "worker" else thread_group(name)
+            self._seen[key] = (group, run_ns / 1e9)
         spent: dict[str, float] = {"workers": 0.0}
         for group, seconds in self._seen.values():
             spent[group] = spent.get(group, 0.0) + seconds
