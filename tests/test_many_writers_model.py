@@ -75,6 +75,15 @@ class InlineExecutor(Executor):
         return future
 
 
+def committed(store: VersionedStore, version: int) -> dict[str, Any]:
+    """A commit and the snapshot it starts: that snapshot's checkpoint runs on the copy's
+    apply thread (snapshots.py), and its upload, in line, there too; waiting for it within
+    the step keeps every storage mutation of the step in one order (crashes included)."""
+    answer = store.commit(version)
+    store.snapshots.drain()
+    return answer
+
+
 class Provider:
     """One working copy of the store: a task attempt of run `epoch` on some executor."""
 
@@ -282,7 +291,7 @@ class ManyWriters(RuleBasedStateMachine):
         answer: dict[str, Any] = {}
         try:
             crashed = self.crashable(provider, crash_at,
-                                     lambda: answer.update(provider.store.commit(version)))
+                                     lambda: answer.update(committed(provider.store, version)))
         except StateStoreError as e:  # a commit the store refused to publish
             assert refused is not None and refused in str(e), e
             assert epoch not in self.epochs_of(version, self.index()) or existed

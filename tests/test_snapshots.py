@@ -118,6 +118,43 @@ def test_commit_returns_while_the_snapshot_is_still_uploading(tmp_path: Path) ->
     assert 2 in store.checkpoint.snapshot_versions() or 3 in store.checkpoint.snapshot_versions()
 
 
+def test_a_commit_returns_before_its_snapshots_checkpoint_which_holds_its_version(
+        tmp_path: Path) -> None:
+    """A commit's snapshot is checkpointed (a memtable flush) on the copy's apply thread,
+    behind the frames its version wrote and ahead of the next batch's: the commit waits for
+    neither those frames nor the flush, and the snapshot holds exactly that version."""
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=1, defer_min_bytes=0)
+    def known(value: bytes, existed: bool) -> bytes:  # a frame of puts, as the shim sends
+        op = Op.PUT | records.KNOWN | (records.EXISTED if existed else 0)
+        return b"".join(records.encode(op, "default", key, value) for key in (b"a", b"b"))
+
+    store.load(0)
+    store.write(known(b"1", existed=False))
+    store.commit(1)
+    store.snapshots.drain()
+    store.load(1)
+    store.write(known(b"2", existed=True))
+    applying = threading.Event()  # the frames before the commit are applied once it opens
+    store.copy.deferred.submit(0, applying.wait)
+    committed = threading.Event()
+    threading.Thread(target=lambda: (store.commit(2), committed.set()), daemon=True).start()
+    try:
+        assert committed.wait(30), "the commit waited for its snapshot's checkpoint"
+        assert store.snapshots.in_flight()
+        store.load(2)
+        store.write(known(b"3", existed=True))  # the next batch's: behind the checkpoint
+    finally:
+        applying.set()
+    store.snapshots.drain()
+    assert 2 in store.checkpoint.snapshot_versions()
+    fresh = open_store(tmp_path / "root", tmp_path / "b")
+    fresh.load(2)
+    assert fresh.metrics.replayed_versions == 0  # read from the snapshot alone
+    assert fresh.get("default", b"a") == b"2"
+    store.commit(3)
+    assert store.get("default", b"a") == b"3"
+
+
 def test_commit_publishes_before_its_snapshot(tmp_path: Path) -> None:
     """The manifest of a version is durable while that version's snapshot is still pending."""
     store = open_store(f"{faulty_fs.PROTOCOL}://{tmp_path}/root", tmp_path / "a", interval=1)

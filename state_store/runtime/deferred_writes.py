@@ -12,7 +12,9 @@ next task or in the driver's gap between batches.
 
 Invariants, enforced by `WorkingCopy` (working_copy.py) and, the last, here:
 - Everything that reads or reshapes RocksDB calls `settle` first, so it sees every record
-  sent before it, in order; only the records' own puts and deletes are ever deferred.
+  sent before it, in order; only the records' own puts and deletes are ever deferred, and
+  a commit's snapshot checkpoint (snapshots.py), a job of this queue so that it reads
+  RocksDB in order with them: after the version's frames, before any later one.
 - A failed apply poisons the queue: the records after it are dropped, and every `settle`
   raises until the working copy is closed. The engine then forgets the loaded version, so
   the next load rebuilds it from the durable root.

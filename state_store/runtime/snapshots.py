@@ -1,9 +1,12 @@
 """Making snapshots of a working copy and uploading them.
 
-A snapshot starts as a local RocksDB checkpoint taken right after a commit, while the
-working copy equals the committed version (a flush plus hard links: cost proportional to
-the memtable, not to the state). Its upload then runs on the worker's upload thread, so
-the commit returns at once; the version becomes loadable from the snapshot when its
+A snapshot starts as a local RocksDB checkpoint of the working copy as it is at the
+committed version (a flush plus hard links: cost proportional to the memtable, not to the
+state). A commit's snapshot (`start`) takes it on the copy's apply thread, queued behind
+the frames the version wrote and ahead of any later one (deferred_writes.py), so it holds
+exactly that version while the commit has returned already: the flush of ten batches'
+memtable, which every tenth commit waited for, runs beside the tasks. Its upload then runs
+on the worker's upload thread; the version becomes loadable from the snapshot when its
 descriptor is published. An upload is incremental against the working copy's base (which
 files it may reference instead of uploading is the lineage's to say: lineage.Base), and a
 published snapshot is reported to the lineage, which may make it the next base.
@@ -11,17 +14,40 @@ published snapshot is reported to the lineage, which may make it the next base.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import StateStoreError
 from ..format.lineage import Lineage
 from ..format.manifest import SnapshotDescriptor
 from ..format.store_root import RunsAll, StoreRoot, UploadStats, run_each_here
 from .working_copy import WorkingCopy
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A snapshot whose checkpoint waits on the copy's apply thread."""
+
+    copy: WorkingCopy
+    taken: threading.Event  # set once the checkpoint ran (or failed)
+    done: Future[Taken | None]  # the snapshot's outcome, once uploaded
+
+    def relay(self, upload: Future[Taken | None]) -> None:
+        """The upload's outcome becomes the snapshot's (`_upload` records its own failures:
+        what it raises is no failure of the store's, a process's death, and `drain`
+        raises it)."""
+        if upload.cancelled():
+            self.done.set_result(None)
+        elif upload.exception() is not None:
+            self.done.set_exception(upload.exception())
+        else:
+            self.done.set_result(upload.result())
 
 
 @dataclass(frozen=True)
@@ -45,16 +71,39 @@ class Snapshotter:
         self.on_published = on_published
         self.on_failed = on_failed
         self._inflight: Future[Taken | None] | None = None
+        self._queued: _Queued | None = None  # `_inflight`'s checkpoint, until taken
 
     def in_flight(self) -> bool:
+        self._forget_dropped()
         return self._inflight is not None and not self._inflight.done()
 
     def start(self, copy: WorkingCopy, version: int, lineage: str) -> None:
-        """Checkpoints the working copy, which holds `version`, now; uploads and publishes
-        it in the background."""
-        local = self._local_checkpoint(copy)
-        self._inflight = self.uploads.submit(self._upload, local, version, copy.num_keys,
+        """Checkpoints the working copy as it holds `version` (every frame sent so far
+        applied, none sent later), on its apply thread; uploads and publishes it in the
+        background. Returns at once."""
+        queued = _Queued(copy, threading.Event(), Future())
+        num_keys = copy.num_keys
+
+        def checkpoint_then_upload() -> None:  # a job of the apply thread: never raises
+            try:
+                local = self._local_checkpoint(copy, applied=True)
+                upload = self.uploads.submit(self._upload, local, version, num_keys,
                                              lineage, False)
+                upload.add_done_callback(queued.relay)
+            except Exception as e:  # as a failed upload: the committed version is whole
+                self.on_failed(f"snapshot of version {version}: {type(e).__name__}: {e}")
+                queued.done.set_result(None)
+            except BaseException as e:  # noqa: BLE001 - not the queue's: `drain` raises it
+                queued.done.set_exception(e)
+            finally:
+                queued.taken.set()
+
+        try:
+            copy.deferred.submit(0, checkpoint_then_upload)
+        except StateStoreError as e:  # a frame failed: the copy is lost, the commit is not
+            self.on_failed(f"snapshot of version {version}: {e}")
+            return
+        self._inflight, self._queued = queued.done, queued
 
     def take_now(self, copy: WorkingCopy, version: int, lineage: str,
                  full: bool = False) -> Taken | None:
@@ -66,14 +115,38 @@ class Snapshotter:
                             full)
 
     def drain(self) -> None:
-        """Waits for the upload in flight, if any. Its failure was recorded, not raised."""
+        """Waits for the snapshot in flight, if any. Its failure was recorded, not raised."""
+        queued = self._queued
+        if queued is not None:
+            # Its checkpoint waits behind frames that a commit may be holding paused: a
+            # settle lets them go on (deferred_writes.py). A failed frame fails its settle
+            # and drops the checkpoint: no snapshot then, and the failure is the frame's.
+            with contextlib.suppress(StateStoreError):
+                queued.copy.deferred.settle()
+        self._forget_dropped()
         inflight, self._inflight = self._inflight, None
         if inflight is not None:
             inflight.result()
 
-    def _local_checkpoint(self, copy: WorkingCopy) -> Path:
+    def _forget_dropped(self) -> None:
+        """A checkpoint the apply thread dropped (a frame before it failed, which clears the
+        queue) never runs: nothing is in flight then."""
+        queued = self._queued
+        if queued is None:
+            return
+        if queued.taken.is_set():
+            self._queued = None
+        elif not queued.copy.deferred.busy:  # the queue is empty and it never ran
+            self._queued, self._inflight = None, None
+
+    def _local_checkpoint(self, copy: WorkingCopy, applied: bool = False) -> Path:
+        """`applied`: on the apply thread, where every frame before is applied."""
         target = self._scratch_dir()
-        copy.checkpoint(target)
+        try:
+            (copy.checkpoint_applied if applied else copy.checkpoint)(target)
+        except Exception:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
         return target
 
     def _scratch_dir(self) -> Path:

@@ -145,6 +145,12 @@ class WorkingCopy:
         it first; the checkpoint is left links and small copies (about 2 ms). Unlike a
         close, it never waits for a compaction RocksDB is running on the copy."""
         self.deferred.settle()
+        self.checkpoint_applied(target)
+
+    def checkpoint_applied(self, target: Path) -> None:
+        """`checkpoint` for a caller the frames sent so far are applied for: a job of the
+        apply thread itself (snapshots.py queues one there), whose `settle` would wait
+        for itself."""
         self._flush_memtables()
         Checkpoint(self.rocksdb()).create_checkpoint(str(target))
 
