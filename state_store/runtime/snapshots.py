@@ -31,6 +31,15 @@ from .working_copy import WorkingCopy
 
 
 @dataclass(frozen=True)
+class Taken:
+    """A snapshot this store published, and which of its files an earlier snapshot has too
+    (so withdrawing it must keep them)."""
+
+    descriptor: SnapshotDescriptor
+    reused: frozenset[str]
+
+
+@dataclass(frozen=True)
 class _Queued:
     """A snapshot whose checkpoint waits on the copy's apply thread."""
 
@@ -48,15 +57,6 @@ class _Queued:
             self.done.set_exception(upload.exception())
         else:
             self.done.set_result(upload.result())
-
-
-@dataclass(frozen=True)
-class Taken:
-    """A snapshot this store published, and which of its files an earlier snapshot has too
-    (so withdrawing it must keep them)."""
-
-    descriptor: SnapshotDescriptor
-    reused: frozenset[str]
 
 
 class Snapshotter:
