@@ -234,6 +234,32 @@ def test_a_failure_is_reported_until_the_copy_is_closed() -> None:
     deferred.settle()
 
 
+def test_a_failure_tells_each_job_it_drops_before_a_settle_returns() -> None:
+    """A job behind a failed apply never runs; one that asked to be told (`dropped`: the
+    snapshot's checkpoint, which `drain` waits for) is told once, before `settle` returns,
+    so a caller that settles and then waits for it never waits for what will not run."""
+    deferred = DeferredWrites("unit")
+    gate, ran, told = threading.Event(), [], []
+
+    def fail() -> None:
+        gate.wait(30)
+        raise OSError("disk gone")
+
+    def tell_slowly(name: str) -> Callable[[], None]:
+        # Slow, so that a settle returning before the drops are told would see none.
+        return lambda: (time.sleep(HELD_S), told.append(name))
+
+    deferred.submit(1, fail)
+    deferred.submit(1, lambda: ran.append("checkpoint"), tell_slowly("checkpoint"))
+    deferred.submit(1, lambda: ran.append("frame"))
+    deferred.submit(1, lambda: ran.append("another"), tell_slowly("another"))
+    gate.set()
+    with pytest.raises(StateStoreError, match="disk gone"):
+        deferred.settle()
+    assert (ran, told) == ([], ["checkpoint", "another"])
+    assert deferred.queued_bytes == 0
+
+
 def stepping_apply(deferred: DeferredWrites, progress: list[int], steps: int = 3) \
         -> Callable[[], None]:
     """An apply of `steps` RocksDB writes, as `WorkingCopy._apply_deferred` makes them: a

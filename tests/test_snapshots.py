@@ -18,6 +18,7 @@ from rocksdict import Options, Rdict
 
 import faulty_fs
 from faulty_fs import FUSE
+from state_store.errors import StateStoreError
 from state_store.format import records
 from state_store.format.manifest import Owner
 from state_store.format.records import Op
@@ -153,6 +154,38 @@ def test_a_commit_returns_before_its_snapshots_checkpoint_which_holds_its_versio
     assert fresh.get("default", b"a") == b"2"
     store.commit(3)
     assert store.get("default", b"a") == b"3"
+
+
+def test_a_snapshot_dropped_behind_a_failed_frame_is_over(tmp_path: Path) -> None:
+    """A frame of the version that fails to apply drops the commit's checkpoint queued
+    behind it: the snapshot is over at once (none published, no failure of its own: the
+    frame's loses the working copy), so neither `in_flight` nor `drain` waits for it."""
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=1, defer_min_bytes=0)
+    store.load(0)
+    store.write(put("a", "1"))
+    store.commit(1)
+    store.snapshots.drain()
+    store.load(1)
+    store.write(put("a", "2"))
+    failing = threading.Event()
+
+    def fail() -> None:
+        failing.wait(30)
+        raise OSError("no space left on device")
+
+    store.copy.deferred.submit(0, fail)
+    assert store.commit(2)["published"]
+    assert store.snapshots.in_flight()
+    failing.set()
+    with pytest.raises(StateStoreError, match="no space left on device"):
+        store.copy.deferred.settle()
+    assert not store.snapshots.in_flight()
+    drained = threading.Thread(target=store.snapshots.drain, daemon=True)
+    drained.start()
+    drained.join(30)  # only so that a broken rule fails, not hangs
+    assert not drained.is_alive(), "drain waited for a snapshot that will never be taken"
+    assert 2 not in store.checkpoint.snapshot_versions()
+    assert store.metrics.snapshot_failures == 0
 
 
 def test_commit_publishes_before_its_snapshot(tmp_path: Path) -> None:

@@ -15,9 +15,11 @@ Invariants, enforced by `WorkingCopy` (working_copy.py) and, the last, here:
   sent before it, in order; only the records' own puts and deletes are ever deferred, and
   a commit's snapshot checkpoint (snapshots.py), a job of this queue so that it reads
   RocksDB in order with them: after the version's frames, before any later one.
-- A failed apply poisons the queue: the records after it are dropped, and every `settle`
-  raises until the working copy is closed. The engine then forgets the loaded version, so
-  the next load rebuilds it from the durable root.
+- A failed apply poisons the queue: the jobs after it are dropped, each told so before
+  any `settle` returns (`dropped`: a job waited on elsewhere, the snapshot's checkpoint,
+  is then known never to run), and every `settle` raises until the working copy is
+  closed. The engine then forgets the loaded version, so the next load rebuilds it from
+  the durable root.
 - At most `limit_bytes` of frames wait (a single larger one waits alone): `submit` blocks
   the session beyond it, so a worker's memory does not grow with a batch's size.
 - A request that goes first (`first`: the commit, which the task waits for) pauses the
@@ -34,10 +36,18 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from ..errors import StateStoreError
 
 LIMIT_BYTES = 4 << 20  # as the changelog spool keeps in memory (changelog_spool.py)
+
+
+@dataclass(frozen=True)
+class _Job:
+    size: int  # of its frame: what it holds of `limit_bytes` while it waits
+    apply: Callable[[], None]
+    dropped: Callable[[], None] | None  # called if a failure before it drops it
 
 
 class DeferredWrites:
@@ -45,20 +55,23 @@ class DeferredWrites:
         self.name = name  # the store's, for errors
         self.limit_bytes = limit_bytes
         self._changed = threading.Condition()
-        self._queue: deque[tuple[int, Callable[[], None]]] = deque()
+        self._queue: deque[_Job] = deque()
         self._queued_bytes = 0
         self._applying = False  # a thread is draining the queue
         self._failure: str | None = None
         self._first = 0  # requests going first: the applies pause
         self._waiting = 0  # threads waiting for the applies: no pause holds them up
 
-    def submit(self, size: int, apply: Callable[[], None]) -> None:
-        """Queues `apply` (of a frame of `size` bytes) behind every earlier one."""
+    def submit(self, size: int, apply: Callable[[], None],
+               dropped: Callable[[], None] | None = None) -> None:
+        """Queues `apply` (of a frame of `size` bytes) behind every earlier one. If a failed
+        apply before it drops it, `dropped` is called instead (once, on the apply thread;
+        it must not raise nor use this queue)."""
         with self._changed:
             self._wait_until(lambda: not self._queue or self._failure is not None
                              or self._queued_bytes + size <= self.limit_bytes)
             self._raise_failure()
-            self._queue.append((size, apply))
+            self._queue.append(_Job(size, apply, dropped))
             self._queued_bytes += size
             if not self._applying:
                 self._applying = True
@@ -133,18 +146,27 @@ class DeferredWrites:
                     self._applying = False
                     self._changed.notify_all()
                     return
-                size, apply = self._queue[0]
+                job = self._queue[0]
             try:
-                apply()
+                job.apply()
             except Exception as e:  # reported by every settle from now on
-                with self._changed:
-                    self._failure = f"{type(e).__name__}: {e}"
-                    self._queue.clear()
-                    self._queued_bytes = 0
-                    self._applying = False
-                    self._changed.notify_all()
+                self._poison(f"{type(e).__name__}: {e}")
                 return
             with self._changed:
                 self._queue.popleft()
-                self._queued_bytes -= size
+                self._queued_bytes -= job.size
                 self._changed.notify_all()
+
+    def _poison(self, failure: str) -> None:
+        """Records the failure and drops every job behind it, telling each before any
+        `settle` (which waits for `_applying` to end) can return."""
+        with self._changed:
+            self._failure = failure
+            dropped = [job.dropped for job in list(self._queue)[1:] if job.dropped]
+            self._queue.clear()
+            self._queued_bytes = 0
+        for tell in dropped:
+            tell()
+        with self._changed:
+            self._applying = False
+            self._changed.notify_all()

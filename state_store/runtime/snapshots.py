@@ -4,8 +4,9 @@ A snapshot starts as a local RocksDB checkpoint of the working copy as it is at 
 committed version (a flush plus hard links: cost proportional to the memtable, not to the
 state). A commit's snapshot (`start`) takes it on the copy's apply thread, queued behind
 the frames the version wrote and ahead of any later one (deferred_writes.py), so it holds
-exactly that version while the commit has returned already: the flush of ten batches'
-memtable, which every tenth commit waited for, runs beside the tasks. Its upload then runs
+exactly that version while the commit has returned already: the flush of the memtable
+written since the last snapshot, which each snapshot's commit waited for, runs beside the
+tasks. Its upload then runs
 on the worker's upload thread; the version becomes loadable from the snapshot when its
 descriptor is published. An upload is incremental against the working copy's base (which
 files it may reference instead of uploading is the lineage's to say: lineage.Base), and a
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -40,12 +40,12 @@ class Taken:
 
 
 @dataclass(frozen=True)
-class _Queued:
-    """A snapshot whose checkpoint waits on the copy's apply thread."""
+class _InFlight:
+    """A commit's snapshot: its checkpoint a job of the copy's apply thread, then its
+    upload; `done` once published, failed or dropped (None: nothing published)."""
 
     copy: WorkingCopy
-    taken: threading.Event  # set once the checkpoint ran (or failed)
-    done: Future[Taken | None]  # the snapshot's outcome, once uploaded
+    done: Future[Taken | None]
 
     def relay(self, upload: Future[Taken | None]) -> None:
         """The upload's outcome becomes the snapshot's (`_upload` records its own failures:
@@ -70,18 +70,16 @@ class Snapshotter:
         self.uploads = uploads
         self.on_published = on_published
         self.on_failed = on_failed
-        self._inflight: Future[Taken | None] | None = None
-        self._queued: _Queued | None = None  # `_inflight`'s checkpoint, until taken
+        self._inflight: _InFlight | None = None
 
     def in_flight(self) -> bool:
-        self._forget_dropped()
-        return self._inflight is not None and not self._inflight.done()
+        return self._inflight is not None and not self._inflight.done.done()
 
     def start(self, copy: WorkingCopy, version: int, lineage: str) -> None:
         """Checkpoints the working copy as it holds `version` (every frame sent so far
         applied, none sent later), on its apply thread; uploads and publishes it in the
         background. Returns at once."""
-        queued = _Queued(copy, threading.Event(), Future())
+        inflight = _InFlight(copy, Future())
         num_keys = copy.num_keys
 
         def checkpoint_then_upload() -> None:  # a job of the apply thread: never raises
@@ -89,21 +87,22 @@ class Snapshotter:
                 local = self._local_checkpoint(copy, applied=True)
                 upload = self.uploads.submit(self._upload, local, version, num_keys,
                                              lineage, False)
-                upload.add_done_callback(queued.relay)
+                upload.add_done_callback(inflight.relay)
             except Exception as e:  # as a failed upload: the committed version is whole
                 self.on_failed(f"snapshot of version {version}: {type(e).__name__}: {e}")
-                queued.done.set_result(None)
+                inflight.done.set_result(None)
             except BaseException as e:  # noqa: BLE001 - not the queue's: `drain` raises it
-                queued.done.set_exception(e)
-            finally:
-                queued.taken.set()
+                inflight.done.set_exception(e)
+
+        def dropped() -> None:  # a frame before it failed: that failure loses the copy
+            inflight.done.set_result(None)
 
         try:
-            copy.deferred.submit(0, checkpoint_then_upload)
+            copy.deferred.submit(0, checkpoint_then_upload, dropped)
         except StateStoreError as e:  # a frame failed: the copy is lost, the commit is not
             self.on_failed(f"snapshot of version {version}: {e}")
             return
-        self._inflight, self._queued = queued.done, queued
+        self._inflight = inflight
 
     def take_now(self, copy: WorkingCopy, version: int, lineage: str,
                  full: bool = False) -> Taken | None:
@@ -116,28 +115,15 @@ class Snapshotter:
 
     def drain(self) -> None:
         """Waits for the snapshot in flight, if any. Its failure was recorded, not raised."""
-        queued = self._queued
-        if queued is not None:
-            # Its checkpoint waits behind frames that a commit may be holding paused: a
-            # settle lets them go on (deferred_writes.py). A failed frame fails its settle
-            # and drops the checkpoint: no snapshot then, and the failure is the frame's.
-            with contextlib.suppress(StateStoreError):
-                queued.copy.deferred.settle()
-        self._forget_dropped()
         inflight, self._inflight = self._inflight, None
-        if inflight is not None:
-            inflight.result()
-
-    def _forget_dropped(self) -> None:
-        """A checkpoint the apply thread dropped (a frame before it failed, which clears the
-        queue) never runs: nothing is in flight then."""
-        queued = self._queued
-        if queued is None:
+        if inflight is None:
             return
-        if queued.taken.is_set():
-            self._queued = None
-        elif not queued.copy.deferred.busy:  # the queue is empty and it never ran
-            self._queued, self._inflight = None, None
+        # Its checkpoint waits behind frames that a commit may be holding paused: a settle
+        # lets them go on (deferred_writes.py). A failed frame fails its settle and drops
+        # the checkpoint (`dropped`): no snapshot then, and the failure is the frame's.
+        with contextlib.suppress(StateStoreError):
+            inflight.copy.deferred.settle()
+        inflight.done.result()
 
     def _local_checkpoint(self, copy: WorkingCopy, applied: bool = False) -> Path:
         """`applied`: on the apply thread, where every frame before is applied."""
