@@ -21,7 +21,7 @@ from state_store.format.records import Op
 from state_store.format.storage import open_storage
 from state_store.format.store_root import StoreRoot
 from state_store.runtime.engine import VersionedStore
-from test_engine import contents, open_store
+from test_engine import committed, contents, open_store
 
 KEYS = [f"k{i:02d}".encode() for i in range(12)]
 writes = st.lists(st.tuples(st.sampled_from(KEYS), st.none() | st.binary(min_size=1,
@@ -84,11 +84,7 @@ def step(world: World, op: str, arg, crash_at: int | None) -> bool:
         expected = {**world.committed[world.latest], **changes}
         expected = {k: v for k, v in expected.items() if v is not None}
 
-        def commit() -> None:
-            store.commit(world.latest + 1)
-            store.snapshots.drain()  # an upload runs right after: crashes may strike it too
-
-        died = world.crashable(crash_at, commit)
+        died = world.crashable(crash_at, lambda: committed(store, world.latest + 1))
         if world.latest + 1 in world.checkpoint().versions():
             world.latest += 1
             world.committed[world.latest] = expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,6 +47,16 @@ def contents(store: VersionedStore, cf: str = "default") -> dict[bytes, bytes]:
     return dict(store.scan(cf, None, None, None))
 
 
+def committed(store: VersionedStore, version: int) -> dict[str, Any]:
+    """A commit and the snapshot it may start, waited for: that snapshot's checkpoint runs
+    on the copy's apply thread and its upload on the upload thread (snapshots.py); a model
+    step that waits for both keeps every storage mutation of the step in one order, so a
+    crash it injects strikes them as it would in line."""
+    answer = store.commit(version)
+    store.snapshots.drain()
+    return answer
+
+
 def commit_versions(store: VersionedStore, n: int,
                     drain: bool = False) -> list[dict[bytes, bytes]]:
     """Commits versions 1..n, each changing a few keys; returns the expected state of each.
@@ -63,9 +74,7 @@ def commit_versions(store: VersionedStore, n: int,
             batch += delete(f"k{v - 2}")
             state.pop(f"k{v - 2}".encode())
         store.write(batch)
-        assert store.commit(v + 1)["published"]
-        if drain:
-            store.snapshots.drain()
+        assert (committed(store, v + 1) if drain else store.commit(v + 1))["published"]
         expected.append(state)
     return expected
 

@@ -53,6 +53,7 @@ from state_store.format.storage import open_storage
 from state_store.format.store_root import RecordIndex, StoreRoot, query_dir
 from state_store.options import StoreOptions
 from state_store.runtime.engine import VersionedStore
+from test_engine import committed
 
 KEYS = [f"k{i}".encode() for i in range(6)]
 PROVIDERS = 3
@@ -73,15 +74,6 @@ class InlineExecutor(Executor):
         except Exception as e:
             future.set_exception(e)
         return future
-
-
-def committed(store: VersionedStore, version: int) -> dict[str, Any]:
-    """A commit and the snapshot it starts: that snapshot's checkpoint runs on the copy's
-    apply thread (snapshots.py), and its upload, in line, there too; waiting for it within
-    the step keeps every storage mutation of the step in one order (crashes included)."""
-    answer = store.commit(version)
-    store.snapshots.drain()
-    return answer
 
 
 class Provider:
