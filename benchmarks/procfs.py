@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -88,10 +89,24 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def thread_run_ns(pids: list[int]) -> dict[tuple[int, str], tuple[str, int]]:
-    """Per live thread of `pids` (keyed by pid and thread id): its kind, as "jvm: C2
-    CompilerThread" or "worker: rocksdb:high" (digits dropped), and the nanoseconds it has
-    run on a CPU (schedstat: finer than the 10 ms ticks of `stat`)."""
+@dataclass(frozen=True)
+class ThreadRun:
+    """A live thread: its process ("jvm" or "worker"), its name (`thread_kind`: digits
+    dropped) and the nanoseconds it has run on a CPU (schedstat: finer than the 10 ms
+    ticks of `stat`)."""
+
+    process: str
+    name: str
+    run_ns: int
+
+    @property
+    def kind(self) -> str:
+        """As reports name it: "jvm: C2 CompilerThread", "worker: rocksdb:high"."""
+        return f"{self.process}: {self.name}"
+
+
+def thread_run_ns(pids: list[int]) -> dict[tuple[int, str], ThreadRun]:
+    """Each live thread of `pids`, keyed by pid and thread id."""
     threads = {}
     for pid in pids:
         process = "worker" if is_worker(pid) else "jvm"
@@ -105,18 +120,18 @@ def thread_run_ns(pids: list[int]) -> dict[tuple[int, str], tuple[str, int]]:
                 run_ns = int((task / "schedstat").read_text().split()[0])
             except (OSError, ValueError, IndexError):
                 continue
-            threads[(pid, task.name)] = (f"{process}: {name}", run_ns)
+            threads[(pid, task.name)] = ThreadRun(process, name, run_ns)
     return threads
 
 
-def run_ms_by_kind(before: dict[tuple[int, str], tuple[str, int]],
-                   after: dict[tuple[int, str], tuple[str, int]]) -> dict[str, float]:
+def run_ms_by_kind(before: dict[tuple[int, str], ThreadRun],
+                   after: dict[tuple[int, str], ThreadRun]) -> dict[str, float]:
     """CPU milliseconds per thread kind between two `thread_run_ns` samples, of the threads
     alive at the second (one that ended between them is not counted)."""
     spent: dict[str, float] = {}
-    for key, (kind, run_ns) in after.items():
-        earlier = before.get(key, (kind, 0))[1]
-        spent[kind] = spent.get(kind, 0.0) + (run_ns - earlier) / 1e6
+    for key, thread in after.items():
+        earlier = before[key].run_ns if key in before else 0
+        spent[thread.kind] = spent.get(thread.kind, 0.0) + (thread.run_ns - earlier) / 1e6
     return spent
 
 
@@ -179,10 +194,9 @@ class CpuTimeline(Sampler):
 
     def sample(self) -> None:
         pids = [self.jvm_pid, *workers_of(self.jvm_pid)]
-        for key, (kind, run_ns) in thread_run_ns(pids).items():
-            process, name = kind.split(": ", 1)
-            group = "workers" if process == "worker" else thread_group(name)
-            self._seen[key] = (group, run_ns / 1e9)
+        for key, thread in thread_run_ns(pids).items():
+            group = "workers" if thread.process == "worker" else thread_group(thread.name)
+            self._seen[key] = (group, thread.run_ns / 1e9)
         spent: dict[str, float] = {"workers": 0.0}
         for group, seconds in self._seen.values():
             spent[group] = spent.get(group, 0.0) + seconds
