@@ -294,8 +294,12 @@ def jfr_at_launch(recording: Path) -> str:
     Java threads are sampled every millisecond, not every 10 ms as the `profile` settings
     have it: at 1M keys of aggregation, 8 measured batches gave 1,635 samples against 282,
     enough to tell a 1% frame from noise, for 0.04 s of the sampler's CPU a batch of ~0.9 s
-    (docs/benchmarks.md, Dec 6)."""
-    return (f"-XX:StartFlightRecording=name=profile,settings=profile,"
+    (docs/benchmarks.md, Dec 6). The compiled code keeps its debug information between
+    safepoints too (`DebugNonSafepoints`): without it a sample inside inlined code names the
+    nearest safepoint's method, and at 1M keys of aggregation a tenth of the task samples
+    named an index insert that no measured batch ran (docs/benchmarks.md, Dec 7, stop 95)."""
+    return ("-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints "
+            "-XX:StartFlightRecording=name=profile,settings=profile,"
             f"jdk.ExecutionSample#period=1ms,filename={recording}")
 
 

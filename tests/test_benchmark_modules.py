@@ -194,11 +194,13 @@ def test_scale_gives_each_run_the_java_options_and_its_recording(tmp_path: Path)
     tuned = replace(plain, java_options=("-Xms4g", "-XX:+AlwaysPreTouch"), jfr_dir=str(tmp_path))
     options = driver_java_options(tuned, run).split(" ")
     assert options[:2] == ["-Xms4g", "-XX:+AlwaysPreTouch"]
-    assert options[2].startswith("-XX:StartFlightRecording=")
-    assert options[2].endswith(f"filename={tmp_path / 'dedup-1000000-pyrocks.jfr'}")
+    # Samples inside inlined code name their own method (scale.jfr_at_launch).
+    assert options[2:4] == ["-XX:+UnlockDiagnosticVMOptions", "-XX:+DebugNonSafepoints"]
+    assert options[4].startswith("-XX:StartFlightRecording=")
+    assert options[4].endswith(f"filename={tmp_path / 'dedup-1000000-pyrocks.jfr'}")
     # With repeats, each repeat records into a file of its own.
     repeated = replace(tuned, repeats=3)
-    second = driver_java_options(repeated, replace(run, repeat=1)).split(" ")[2]
+    second = driver_java_options(repeated, replace(run, repeat=1)).split(" ")[4]
     assert second.endswith(f"filename={tmp_path / 'dedup-1000000-pyrocks-2.jfr'}")
 
 
