@@ -6,11 +6,11 @@ state). A commit's snapshot (`start`) takes it on the copy's apply thread, queue
 the frames the version wrote and ahead of any later one (deferred_writes.py), so it holds
 exactly that version while the commit has returned already: the flush of the memtable
 written since the last snapshot, which each snapshot's commit waited for, runs beside the
-tasks. Its upload then runs
-on the worker's upload thread; the version becomes loadable from the snapshot when its
-descriptor is published. An upload is incremental against the working copy's base (which
-files it may reference instead of uploading is the lineage's to say: lineage.Base), and a
-published snapshot is reported to the lineage, which may make it the next base.
+tasks. Its upload then runs on the worker's upload thread; the version becomes loadable
+from the snapshot when its descriptor is published. An upload is incremental against the
+working copy's base (which files it may reference instead of uploading is the lineage's to
+say: lineage.Base), and a published snapshot is reported to the lineage, which may make it
+the next base.
 """
 
 from __future__ import annotations
