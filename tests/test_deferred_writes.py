@@ -19,7 +19,7 @@ from state_store.format.records import EXISTED, KNOWN, Op
 from state_store.runtime.deferred_writes import DeferredWrites
 from state_store.runtime.engine import VersionedStore
 from state_store.runtime.working_copy import WorkingCopy
-from test_engine import contents
+from test_engine import contents, known_puts
 from test_engine import open_store as open_engine_store
 
 KEYS = [b"key-%04d" % i for i in range(64)]
@@ -29,13 +29,6 @@ HELD_S = 0.3  # how long each deferred frame waits before RocksDB gets it
 def open_store(root: Path, local: Path) -> VersionedStore:
     """A store that defers frames of any size (the default defers only large ones)."""
     return open_engine_store(root, local, interval=100, defer_min_bytes=0)
-
-
-def known_puts(keys: list[bytes], value: bytes, existed: bool) -> bytes:
-    """A frame the worker defers: one record shape, each record saying whether its key
-    existed (what the shim sends when its read cache knows)."""
-    op = Op.PUT | KNOWN | (EXISTED if existed else 0)
-    return b"".join(records.encode(op, "default", k, value) for k in keys)
 
 
 def known_deletes(keys: list[bytes]) -> bytes:

@@ -43,6 +43,13 @@ def delete(key: str) -> bytes:
     return records.encode(Op.DELETE, "default", key.encode())
 
 
+def known_puts(keys: list[bytes], value: bytes, existed: bool) -> bytes:
+    """A frame the worker defers: one record shape, each record saying whether its key
+    existed (what the shim sends when its read cache knows)."""
+    op = Op.PUT | KNOWN | (EXISTED if existed else 0)
+    return b"".join(records.encode(op, "default", k, value) for k in keys)
+
+
 def contents(store: VersionedStore, cf: str = "default") -> dict[bytes, bytes]:
     return dict(store.scan(cf, None, None, None))
 

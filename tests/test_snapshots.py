@@ -25,7 +25,7 @@ from state_store.format.records import Op
 from state_store.format.storage import StorageError, open_storage
 from state_store.runtime.engine import VersionedStore
 from state_store.runtime.teardown import Closable, release_now
-from test_engine import commit_versions, contents, open_store, put
+from test_engine import commit_versions, contents, known_puts, open_store, put
 
 
 @pytest.fixture(autouse=True)
@@ -126,8 +126,7 @@ def test_a_commit_returns_before_its_snapshots_checkpoint_which_holds_its_versio
     neither those frames nor the flush, and the snapshot holds exactly that version."""
     store = open_store(tmp_path / "root", tmp_path / "a", interval=1, defer_min_bytes=0)
     def known(value: bytes, existed: bool) -> bytes:  # a frame of puts, as the shim sends
-        op = Op.PUT | records.KNOWN | (records.EXISTED if existed else 0)
-        return b"".join(records.encode(op, "default", key, value) for key in (b"a", b"b"))
+        return known_puts([b"a", b"b"], value, existed)
 
     store.load(0)
     store.write(known(b"1", existed=False))

@@ -84,7 +84,7 @@ class Snapshotter:
 
         def checkpoint_then_upload() -> None:  # a job of the apply thread: never raises
             try:
-                local = self._local_checkpoint(copy, applied=True)
+                local = self._local_checkpoint(copy.checkpoint_applied)
                 upload = self.uploads.submit(self._upload, local, version, num_keys,
                                              lineage, False)
                 upload.add_done_callback(inflight.relay)
@@ -110,8 +110,8 @@ class Snapshotter:
         what was published, or None if nothing was (a failure is recorded, not raised).
         `full` references no earlier file: every file becomes the snapshot's own."""
         self.drain()
-        return self._upload(self._local_checkpoint(copy), version, copy.num_keys, lineage,
-                            full)
+        return self._upload(self._local_checkpoint(copy.checkpoint), version, copy.num_keys,
+                            lineage, full)
 
     def drain(self) -> None:
         """Waits for the snapshot in flight, if any. Its failure was recorded, not raised."""
@@ -125,11 +125,12 @@ class Snapshotter:
             inflight.copy.deferred.settle()
         inflight.done.result()
 
-    def _local_checkpoint(self, copy: WorkingCopy, applied: bool = False) -> Path:
-        """`applied`: on the apply thread, where every frame before is applied."""
+    def _local_checkpoint(self, checkpoint: Callable[[Path], None]) -> Path:
+        """A new scratch directory that `checkpoint` (a working copy's, or on its apply
+        thread its `checkpoint_applied`) fills; nothing is left if it fails."""
         target = self._scratch_dir()
         try:
-            (copy.checkpoint_applied if applied else copy.checkpoint)(target)
+            checkpoint(target)
         except Exception:
             shutil.rmtree(target, ignore_errors=True)
             raise
