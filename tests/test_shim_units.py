@@ -41,7 +41,9 @@ CACHE = ("lost-race-invalidates-cache", "reconnect-invalidates-cache",
          "a-closed-providers-cache-serves-the-next-provider",
          "a-parked-cache-answers-only-for-its-own-commit",
          "only-a-committed-cache-is-parked-and-it-goes-whole",
-         "caches-stay-exact-across-the-providers-of-one-store")
+         "caches-stay-exact-across-the-providers-of-one-store",
+         "grouped-writes-leave-a-cache-as-single-writes-do",
+         "held-puts-are-seen-by-whatever-follows-them")
 PACKED = ("packed-entries-answer-as-a-map-does", "packed-entries-snapshots-ignore-later-writes",
           "prefix-records-keep-their-keys-in-order",
           "packed-entries-evict-those-written-longest-ago",

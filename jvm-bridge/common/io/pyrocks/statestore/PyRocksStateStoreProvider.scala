@@ -26,7 +26,9 @@ import org.apache.spark.sql.types.StructType
  * One provider serves one store (operator, partition, store name) for one query run. It
  * holds one connection to the worker that owns the store's working copy; every call goes
  * through `request`/`write` under the provider's lock, because Spark's maintenance thread
- * calls in while a task may be using a store.
+ * calls in while a task may be using a store. Puts may be held back a few at a time
+ * (`PendingPuts`); whatever reads or writes the cache or the connection takes the lock
+ * through `locked`, which writes them first.
  *
  * One writer per working copy (WriterSlot); where the store lives and whose it is
  * (StoreLocation); its metrics (ProviderMetrics); how rows become bytes (ColumnFamilyCodec);
@@ -46,6 +48,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   // Written under the lock; volatile so tests and diagnostics can look without waiting.
   @volatile private var connection: Connection = _
   private var cache: ReadCache = _ // guarded by this; see ReadCache for why it stays exact
+  private val pending = new PendingPuts() // guarded by this
   private val localName = UUID.randomUUID().toString
   private var iteratorIds = 0
   private var writer: WriterSlot = _ // guarded by this
@@ -174,7 +177,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 
   /** A failed commit leaves `store` the writer: the task's abort releases it. */
   private[statestore] def commit(store: PyRocksStateStore, newVersion: Long): Unit =
-    synchronized {
+    locked {
       val answer = try request(Wire.Commit, ByteBuffer.allocate(8).putLong(newVersion).array())
       catch {
         case NonFatal(e) =>
@@ -194,6 +197,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   /** Never throws over the error that made the task abort; always releases the writer. */
   private[statestore] def abort(store: PyRocksStateStore): Unit = synchronized {
     try {
+      pending.discard() // never sent: the abort undoes what was
       cache.invalidate()
       // A broken connection needs nothing undone: the worker drops the session's writes.
       if (connection != null && !connection.isBroken) {
@@ -223,7 +227,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   /** `prefix`: the key's scan prefix in a prefix-scan column family (where the read cache
    * keeps the key). */
   private[statestore] def get(cf: String, key: Array[Byte], multipleValues: Boolean,
-      prefix: Option[Array[Byte]]): Option[Array[Byte]] = synchronized {
+      prefix: Option[Array[Byte]]): Option[Array[Byte]] = locked {
     val known = if (multipleValues) None else cache.lookup(cf, key, prefix)
     known.getOrElse {
       val ahead = if (multipleValues || prefix.isDefined) 0 else cache.aheadBytes(cf, key)
@@ -251,19 +255,41 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   }
 
   /** Writes take the key's scan prefix (prefix-scan column families): the cache keeps its
-   * prefix listings exact through it. */
+   * prefix listings exact through it. A single value under a key without one is held
+   * (`PendingPuts`). */
   private[statestore] def put(cf: String, key: Array[Byte], value: Array[Byte],
-      multipleValues: Boolean, prefix: Option[Array[Byte]]): Unit = synchronized {
-    if (multipleValues) {
-      write(Wire.OpPut, cf, key, value)
-      cache.forget(cf, key, prefix)
-    } else {
-      write(withExistence(Wire.OpPut, cache.write(cf, key, value, prefix)), cf, key, value)
+      multipleValues: Boolean, prefix: Option[Array[Byte]]): Unit =
+    if (!multipleValues && prefix.isEmpty) hold(cf, key, value)
+    else locked {
+      if (multipleValues) {
+        write(Wire.OpPut, cf, key, value)
+        cache.forget(cf, key, prefix)
+      } else {
+        write(withExistence(Wire.OpPut, cache.write(cf, key, value, prefix)), cf, key, value)
+      }
     }
+
+  /** Holds a put; a full group, or one of another family, is written. */
+  private def hold(cf: String, key: Array[Byte], value: Array[Byte]): Unit = synchronized {
+    if (!pending.accepts(cf)) writePending()
+    pending.hold(cf, key, value)
+    if (pending.isFull) writePending()
   }
 
+  /** The provider's lock, the puts held written first: taken by whatever reads or writes the
+   * cache or the connection, so that nothing sees the store without them. */
+  private def locked[T](f: => T): T = synchronized {
+    writePending()
+    f
+  }
+
+  private def writePending(): Unit = if (!pending.isEmpty) pending.writeTo(cache)(sendPut)
+
+  private val sendPut = (cf: String, key: Array[Byte], value: Array[Byte], prior: Int) =>
+    write(withExistence(Wire.OpPut, prior), cf, key, value)
+
   private[statestore] def remove(cf: String, key: Array[Byte],
-      prefix: Option[Array[Byte]]): Unit = synchronized {
+      prefix: Option[Array[Byte]]): Unit = locked {
     val prior = cache.write(cf, key, null, prefix)
     // Known absent: removing it changes nothing, so nothing is sent.
     if (prior != ReadCache.Absent) {
@@ -280,7 +306,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   }
 
   private[statestore] def merge(cf: String, key: Array[Byte], values: Array[Byte],
-      prefix: Option[Array[Byte]]): Unit = synchronized {
+      prefix: Option[Array[Byte]]): Unit = locked {
     write(Wire.OpMerge, cf, key, values)
     cache.forget(cf, key, prefix)
   }
@@ -290,8 +316,8 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
    * its first pair is asked for (Spark's dedup opens one every batch, and may never read
    * it), and lists the state as of then, as the worker's scans do. */
   private[statestore] def scan(cf: String, mode: Byte, a: Array[Byte],
-      b: Array[Byte]): KeyValueScan = synchronized {
-    if (mode == Wire.ScanAll && anyOrder(cf)) new DeferredScan(() => synchronized {
+      b: Array[Byte]): KeyValueScan = locked {
+    if (mode == Wire.ScanAll && anyOrder(cf)) new DeferredScan(() => locked {
       cache.everything(cf).getOrElse(streamed(cf, mode, a, b))
     })
     else {
@@ -304,7 +330,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   private def streamed(cf: String, mode: Byte, a: Array[Byte], b: Array[Byte]): KeyValueScan = {
     val startEpoch = cache.epoch
     val learn = if (mode != Wire.ScanPrefix) None else Some { (pairs: Seq[(Array[Byte],
-        Array[Byte])]) => synchronized(cache.learnListing(cf, a, pairs, startEpoch)) }
+        Array[Byte])]) => locked(cache.learnListing(cf, a, pairs, startEpoch)) }
     new ChunkedScan(this, nextIteratorId(), mode, cfBytes(cf), a, b, learn)
   }
 
@@ -316,16 +342,16 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     cf == Wire.DefaultCf && !codec(cf).supportsRangeScan && !codec(cf).multipleValues
 
   private[statestore] def deleteRange(cf: String, start: Array[Byte], end: Array[Byte]): Unit =
-    synchronized {
+    locked {
       write(Wire.OpDeleteRange, cf, start, end)
       cache.invalidate()
     }
 
   /** A new column family is empty, so what the cache knows stays true. */
   private[statestore] def createColumnFamily(cf: String): Unit =
-    write(Wire.OpCreateCf, cf, Array.emptyByteArray, Array.emptyByteArray)
+    locked(write(Wire.OpCreateCf, cf, Array.emptyByteArray, Array.emptyByteArray))
 
-  private[statestore] def dropColumnFamily(cf: String): Boolean = synchronized {
+  private[statestore] def dropColumnFamily(cf: String): Boolean = locked {
     cache.invalidate()
     request(Wire.DropCf, cf.getBytes(UTF_8))(0) == 1
   }
@@ -365,10 +391,10 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     withConnection(_.write(op, cf, key, value))
 
   private[statestore] def request(kind: Byte, body: Array[Byte]): Array[Byte] =
-    withConnection(_.request(kind, body))
+    locked(withConnection(_.request(kind, body)))
 
   private[statestore] def tell(kind: Byte, body: Array[Byte]): Unit =
-    withConnection(_.tell(kind, body))
+    locked(withConnection(_.tell(kind, body)))
 
   /** Runs `f` on a live connection, opening one (and the store in the worker) if needed.
    * The writer's working copy lives in its connection's session: once that is gone, the
@@ -413,14 +439,16 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
     compact(render(spec)).getBytes(UTF_8)
   }
 
-  // ---- for tests and diagnostics: never wait for the lock ------------------------------
+  // ---- for tests and diagnostics ------------------------------------------------------
 
+  /** Never waits for the lock. */
   private[statestore] def currentConnection: Option[Connection] = Option(connection)
 
   /** This provider instance, unique across JVMs (also names its working copy). */
   private[statestore] def instanceId: String = localName
 
-  private[statestore] def readCache: ReadCache = cache
+  /** The read cache, for tests: takes the lock, as the puts held are written into it first. */
+  private[statestore] def readCache: ReadCache = locked(cache)
 
   // ---- maintenance, metrics, close ----------------------------------------------------------
 
@@ -541,6 +569,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
    * later one opens a new connection), so each session is ended by one request only.
    */
   private[statestore] def handOver(): Option[Connection] = synchronized {
+    pending.discard() // of a store never committed: its writes are lost with the session
     LiveProviders.remove(this)
     ParkedCaches.park(parkingName, cache)
     cache = new ReadCache(CacheBudget.of(0)) // answers nothing; charged to nothing

@@ -67,6 +67,7 @@ final class ReadCache(val budget: CacheBudget,
     def release(bytes: Long): Unit = budget.release(bytes)
   }, math.min(ReadAhead.MaxBytes.toLong, budget.limitBytes / 32).toInt)
   private var writesSeen = 0L
+  private var hashesAhead = new Array[Int](0) // `writeAll`'s keys' hashes, reused
   private var complete = false
   private var filter: Option[KeyFilter] = None
   private var filterBytes = 0L // charged to the budget while `filter` is set
@@ -163,56 +164,93 @@ final class ReadCache(val budget: CacheBudget,
     learn(cf, key, value, prefix)
   }
 
+  /** `write` of `n` keys of `cf` (a family without scan prefixes), in order: `values(i)`
+   * for `keys(i)`, what the cache knew of it before into `priors(i)`. One lock for them all,
+   * and what finding each key reads is loaded for all of them before the first is written
+   * (`PackedEntries.loadAhead`), so their misses to memory overlap. */
+  def writeAll(cf: String, keys: Array[Array[Byte]], values: Array[Array[Byte]], n: Int,
+      priors: Array[Int]): Unit =
+    if (!enabled) java.util.Arrays.fill(priors, 0, n, ReadCache.Unknown) else guarded {
+      commit = None
+      val space = spaceOf(cf)
+      if (hashesAhead.length < n) hashesAhead = new Array[Int](n)
+      var i = 0
+      while (i < n) {
+        hashesAhead(i) = CacheKey.hash(keys(i), space)
+        i += 1
+      }
+      entries.loadAhead(hashesAhead, n)
+      i = 0
+      while (i < n) {
+        priors(i) = learnEntry(space, keys(i), hashesAhead(i), values(i))
+        i += 1
+      }
+    }
+
   /** `remember`'s and `write`'s work; the caller holds the lock. */
   private def learn(cf: String, key: Array[Byte], value: Array[Byte],
       prefix: Option[Array[Byte]]): Int = {
-    writesSeen += 1
     val space = spaceOf(cf)
+    prefix match {
+      case None => learnEntry(space, key, CacheKey.hash(key, space), value)
+      case Some(p) => learnInRecord(space, key, value, p)
+    }
+  }
+
+  /** What the cache knows of a key it has no entry for, `hash` the key's: absent if it
+   * knows every key, or its filter proves it never written. */
+  private def unlisted(hash: Int): Int =
+    if (complete || provenAbsent(hash)) ReadCache.Absent else ReadCache.Unknown
+
+  /** `learn` of a key of a family without scan prefixes (in `space`, its hash `hash`). */
+  private def learnEntry(space: Int, key: Array[Byte], hash: Int, value: Array[Byte]): Int = {
+    writesSeen += 1
+    ahead.write(space, key, value, known = true)
+    val found = entries.find(space, key, hash)
+    val prior = if (found < 0) unlisted(hash)
+      else if (entries.valueLength(found) < 0) ReadCache.Absent else ReadCache.Present
+    // A key with a value here is in the store, so in the filter (`filter`, above).
+    val at = if (value == null || prior == ReadCache.Present || addToFilter(hash)) found
+      else entries.find(space, key, hash)
+    if (!entries.put(space, key, hash, value, at) && !storeEvicting(space, key, hash, value)) {
+      entries.remove(space, key, hash) // no room for the new answer: the old one goes
+      complete = false
+    }
+    prior
+  }
+
+  /** `learn` of a key of a prefix-scan family, kept in its prefix's record. */
+  private def learnInRecord(space: Int, key: Array[Byte], value: Array[Byte],
+      p: Array[Byte]): Int = {
+    writesSeen += 1
     val hash = CacheKey.hash(key, space)
     ahead.write(space, key, value, known = true)
-    def unlisted: Int =
-      if (complete || provenAbsent(hash)) ReadCache.Absent else ReadCache.Unknown
-    prefix match {
-      case None =>
-        val found = entries.find(space, key, hash)
-        val prior = if (found < 0) unlisted
-          else if (entries.valueLength(found) < 0) ReadCache.Absent else ReadCache.Present
-        // A key with a value here is in the store, so in the filter (`filter`, above).
-        val at = if (value == null || prior == ReadCache.Present || addToFilter(hash)) found
-          else entries.find(space, key, hash)
-        if (!entries.put(space, key, hash, value, at) && !storeEvicting(space, key, hash, value)) {
-          entries.remove(space, key, hash) // no room for the new answer: the old one goes
-          complete = false
+    val pHash = CacheKey.hash(p, space + 1)
+    val found = entries.find(space + 1, p, pHash)
+    val (page, start) =
+      if (found < 0) (null, 0) else (entries.page(found), entries.valueAt(found))
+    val end = if (found < 0) 0 else start + entries.valueLength(found)
+    val known = if (found < 0) ReadCache.Unknown
+      else PrefixRecord.knows(page, start, end, key, p)
+    val prior = if (known != ReadCache.Unknown) known else unlisted(hash)
+    // A new record lists its prefix if nothing can be under it yet: asked before the
+    // filter learns the prefix.
+    val listed = if (found >= 0) PrefixRecord.listed(page, start)
+      else complete || provenAbsent(pHash)
+    // (`&`: both are added.) The record read above stays exact even if they clear it.
+    val at = if (value == null || (addToFilter(hash) & addToFilter(pHash))) found
+      else entries.find(space + 1, p, pHash)
+    PrefixRecord.updated(page, start, end, p, key, value, listed) match {
+      case Some(updated) if updated.length <= PrefixRecord.MaxBytes =>
+        if (!entries.put(space + 1, p, pHash, updated, at) &&
+            !storeEvicting(space + 1, p, pHash, updated)) {
+          drop(space + 1, p)
         }
-        prior
-      case Some(p) =>
-        val pHash = CacheKey.hash(p, space + 1)
-        val found = entries.find(space + 1, p, pHash)
-        val (page, start) =
-          if (found < 0) (null, 0) else (entries.page(found), entries.valueAt(found))
-        val end = if (found < 0) 0 else start + entries.valueLength(found)
-        val known = if (found < 0) ReadCache.Unknown
-          else PrefixRecord.knows(page, start, end, key, p)
-        val prior = if (known != ReadCache.Unknown) known else unlisted
-        // A new record lists its prefix if nothing can be under it yet: asked before the
-        // filter learns the prefix.
-        val listed = if (found >= 0) PrefixRecord.listed(page, start)
-          else complete || provenAbsent(pHash)
-        // (`&`: both are added.) The record read above stays exact even if they clear it.
-        val at = if (value == null || (addToFilter(hash) & addToFilter(pHash))) found
-          else entries.find(space + 1, p, pHash)
-        PrefixRecord.updated(page, start, end, p, key, value, listed) match {
-          case Some(updated) if updated.length <= PrefixRecord.MaxBytes =>
-            if (!entries.put(space + 1, p, pHash, updated, at) &&
-                !storeEvicting(space + 1, p, pHash, updated)) {
-              drop(space + 1, p)
-            }
-          // Too large to rewrite on every write, or a key the record cannot hold (not under
-          // the prefix, or past a u16): the worker answers for the prefix.
-          case _ => drop(space + 1, p)
-        }
-        prior
+      // Too large to rewrite on every write, or a key the record cannot hold (not under
+      // the prefix, or past a u16): the worker answers for the prefix.
+      case _ => drop(space + 1, p)
     }
+    prior
   }
 
   /** The answer for `key` is no longer known here. */

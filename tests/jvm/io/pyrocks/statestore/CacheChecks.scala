@@ -28,7 +28,9 @@ object CacheChecks {
     "a-closed-providers-cache-serves-the-next-provider" -> parkedCacheServesTheNextProvider,
     "a-parked-cache-answers-only-for-its-own-commit" -> parkedCacheAnswersOnlyItsCommit,
     "only-a-committed-cache-is-parked-and-it-goes-whole" -> parkedCachesEqualACommitAndGoWhole,
-    "caches-stay-exact-across-the-providers-of-one-store" -> cachesExactAcrossProviders)
+    "caches-stay-exact-across-the-providers-of-one-store" -> cachesExactAcrossProviders,
+    "grouped-writes-leave-a-cache-as-single-writes-do" -> groupsWriteAsKeysOneByOne,
+    "held-puts-are-seen-by-whatever-follows-them" -> heldPutsAreSeenByWhateverFollows)
 
   import Wire.DefaultCf
 
@@ -885,6 +887,112 @@ object CacheChecks {
         }
       }
       open.foreach(_.close())
+    }
+  }
+
+  /** A cache written a group at a time (`writeAll`, as a provider writes the puts it held)
+   * knows what one written a key at a time knows, and says the same of each key before its
+   * write: over a budget of a few pages (evictions, the key filter growing or going), keys
+   * repeated within a group, absent values, two families. */
+  def groupsWriteAsKeysOneByOne(f: Fixture): Unit = {
+    import f._
+    for (seed <- Seq(1L, 2L, 3L)) {
+      val random = new scala.util.Random(seed)
+      def emptyCache(): ReadCache = {
+        val cache = new ReadCache(new CacheBudget(192L << 10))
+        cache.loaded(0, unchanged = false, empty = true)
+        cache
+      }
+      val (single, grouped) = (emptyCache(), emptyCache())
+      val (keys, values) = (new Array[Array[Byte]](24), new Array[Array[Byte]](24))
+      val priors = new Array[Int](24)
+      def seen(answer: Option[Option[Array[Byte]]]) = answer.map(_.map(_.toSeq))
+      for (round <- 0 until 400) {
+        val cf = if (random.nextInt(4) == 0) "other" else DefaultCf
+        val n = 1 + random.nextInt(24)
+        for (i <- 0 until n) {
+          keys(i) = rawKey(random.nextInt(4000).toLong)
+          values(i) = if (random.nextInt(8) == 0) null
+            else Array.fill(random.nextInt(48))(random.nextInt().toByte)
+        }
+        grouped.writeAll(cf, keys, values, n, priors)
+        for (i <- 0 until n) {
+          val prior = single.write(cf, keys(i), values(i))
+          expect(prior == priors(i), s"seed $seed, round $round, key ${i + 1} of $n: written " +
+            s"in a group it was known as ${priors(i)}, one by one as $prior")
+        }
+        for (_ <- 0 until 16) {
+          val k = rawKey(random.nextInt(4000).toLong)
+          val (a, b) = (seen(single.lookup(cf, k)), seen(grouped.lookup(cf, k)))
+          expect(a == b, s"seed $seed, round $round: the cache written in groups answers " +
+            s"$b, the one written key by key $a")
+        }
+      }
+      expect(grouped.pushedOutSinceLoad > 0, s"seed $seed: nothing was evicted; the budget " +
+        "is too large for this check")
+    }
+  }
+
+  /** A provider holds puts back a group at a time (`PendingPuts`): every later get, full
+   * scan, removal, metric and commit sees them, in the order they were put, whether the
+   * cache answers or every get asks the worker (readCacheMB=0); the worker counts their keys
+   * exactly, and another working copy loads what was committed. */
+  def heldPutsAreSeenByWhateverFollows(f: Fixture): Unit = {
+    import f._
+    for ((options, seed) <- Seq((Seq.empty[(String, String)], 1L), (Seq("readCacheMB" -> "0"), 2L))) {
+      val random = new scala.util.Random(seed)
+      val root = checkpoint(s"held-puts-$seed")
+      val p = provider(root, options: _*)
+      var (version, committed) = (0L, Map.empty[Long, Long])
+      for (batch <- 0 until 14) {
+        val store = p.getStore(version)
+        expect(store.metrics.numKeys == committed.size, s"seed $seed, version $version: the " +
+          s"worker counts ${store.metrics.numKeys} keys, not ${committed.size}")
+        var state = committed
+        var lastPut = 0L
+        def check(k: Long, what: String): Unit = expect(valueOf(store.get(key(k))) == state.get(k),
+          s"seed $seed, batch $batch, $what: key $k = ${valueOf(store.get(key(k)))}, not " +
+            s"${state.get(k)}")
+        for (op <- 0 until random.nextInt(70)) random.nextInt(20) match {
+          case 0 | 1 => check(lastPut, s"op $op, a get of the key just put")
+          case 2 => check(random.nextInt(100).toLong, s"op $op, a get")
+          case 3 | 4 =>
+            val k = if (random.nextBoolean()) lastPut else random.nextInt(100).toLong
+            store.remove(key(k))
+            state -= k
+          case 5 =>
+            val pairs = store.iterator()
+            val scanned = try pairs.map(pair => pair.key.getLong(0) -> pair.value.getLong(0))
+              .toMap finally pairs.close()
+            expect(scanned == state, s"seed $seed, batch $batch, op $op: a full scan lists " +
+              s"${scanned.toSeq.sorted}, not ${state.toSeq.sorted}")
+          case 6 => expect(store.metrics.numKeys == state.size, s"seed $seed, batch $batch, " +
+            s"op $op: the worker counts ${store.metrics.numKeys} keys, not ${state.size}")
+          case _ =>
+            lastPut = random.nextInt(100).toLong
+            val v = random.nextInt(1000).toLong
+            store.put(key(lastPut), value(v))
+            state += lastPut -> v
+        }
+        if (random.nextInt(5) == 0) store.abort()
+        else {
+          store.commit()
+          version += 1
+          committed = state
+        }
+      }
+      val other = provider(root, options: _*) // another working copy: what was published
+      val loaded = other.getStore(version)
+      for (k <- 0L until 100L) {
+        expect(valueOf(loaded.get(key(k))) == committed.get(k), s"seed $seed: version " +
+          s"$version loaded elsewhere has key $k = ${valueOf(loaded.get(key(k)))}, not " +
+          s"${committed.get(k)}")
+      }
+      expect(loaded.metrics.numKeys == committed.size, s"seed $seed: version $version loaded " +
+        s"elsewhere counts ${loaded.metrics.numKeys} keys, not ${committed.size}")
+      loaded.abort()
+      other.close()
+      p.close()
     }
   }
 }
