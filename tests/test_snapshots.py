@@ -187,6 +187,41 @@ def test_a_snapshot_dropped_behind_a_failed_frame_is_over(tmp_path: Path) -> Non
     assert store.metrics.snapshot_failures == 0
 
 
+def test_a_snapshot_whose_frame_fails_before_it_is_queued_is_no_failure_of_its_own(
+        tmp_path: Path) -> None:
+    """A frame of the version that fails while its commit publishes, before the commit's
+    checkpoint is queued: no snapshot is taken, and, as when the failure drops a checkpoint
+    queued already, none is counted as failed: the frame's failure is what the store
+    reports (a write refuses, a load rebuilds the copy)."""
+    store = open_store(tmp_path / "root", tmp_path / "a", interval=1, defer_min_bytes=0)
+    store.load(0)
+    store.write(put("a", "1"))
+    failing = threading.Event()
+
+    def fail() -> None:
+        failing.wait(30)
+        raise OSError("disk gone")
+
+    store.copy.deferred.submit(0, fail)
+    start = store.snapshots.start
+
+    def start_once_the_frame_failed(*args: object) -> None:
+        failing.set()
+        deadline = time.monotonic() + 30  # only so that a broken rule fails, not hangs
+        while store.copy.deferred.failure is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        start(*args)  # type: ignore[arg-type]
+
+    store.snapshots.start = start_once_the_frame_failed  # type: ignore[method-assign]
+    assert store.commit(1)["published"]
+    assert not store.snapshots.in_flight()
+    assert store.checkpoint.snapshot_versions() == []
+    assert store.metrics.snapshot_failures == 0 and store.failures == []
+    rebuilds = store.metrics.rebuilds
+    store.load(1)  # the failed frame's copy is rebuilt from the committed version
+    assert store.metrics.rebuilds == rebuilds + 1 and store.get("default", b"a") == b"1"
+
+
 def test_commit_publishes_before_its_snapshot(tmp_path: Path) -> None:
     """The manifest of a version is durable while that version's snapshot is still pending."""
     store = open_store(f"{faulty_fs.PROTOCOL}://{tmp_path}/root", tmp_path / "a", interval=1)

@@ -94,13 +94,16 @@ class Snapshotter:
             except BaseException as e:  # noqa: BLE001 - not the queue's: `drain` raises it
                 inflight.done.set_exception(e)
 
-        def dropped() -> None:  # a frame before it failed: that failure loses the copy
+        # A frame of the version that fails loses the copy, not the commit, and is what the
+        # store reports (a write refuses, a load rebuilds): the snapshot it prevents is no
+        # failure of its own, whether the frame failed before the checkpoint was queued or
+        # after.
+        def dropped() -> None:
             inflight.done.set_result(None)
 
         try:
             copy.deferred.submit(0, checkpoint_then_upload, dropped)
-        except StateStoreError as e:  # a frame failed: the copy is lost, the commit is not
-            self.on_failed(f"snapshot of version {version}: {e}")
+        except StateStoreError:
             return
         self._inflight = inflight
 
