@@ -155,6 +155,19 @@ def test_a_commit_returns_before_its_snapshots_checkpoint_which_holds_its_versio
     assert store.get("default", b"a") == b"3"
 
 
+def queue_failing_frame(store: VersionedStore, message: str) -> threading.Event:
+    """Queues a frame on the store's apply thread that fails (an OSError of `message`) once
+    the event returned is set."""
+    failing = threading.Event()
+
+    def fail() -> None:
+        failing.wait(30)
+        raise OSError(message)
+
+    store.copy.deferred.submit(0, fail)
+    return failing
+
+
 def test_a_snapshot_dropped_behind_a_failed_frame_is_over(tmp_path: Path) -> None:
     """A frame of the version that fails to apply drops the commit's checkpoint queued
     behind it: the snapshot is over at once (none published, no failure of its own: the
@@ -166,13 +179,7 @@ def test_a_snapshot_dropped_behind_a_failed_frame_is_over(tmp_path: Path) -> Non
     store.snapshots.drain()
     store.load(1)
     store.write(put("a", "2"))
-    failing = threading.Event()
-
-    def fail() -> None:
-        failing.wait(30)
-        raise OSError("no space left on device")
-
-    store.copy.deferred.submit(0, fail)
+    failing = queue_failing_frame(store, "no space left on device")
     assert store.commit(2)["published"]
     assert store.snapshots.in_flight()
     failing.set()
@@ -196,13 +203,7 @@ def test_a_snapshot_whose_frame_fails_before_it_is_queued_is_no_failure_of_its_o
     store = open_store(tmp_path / "root", tmp_path / "a", interval=1, defer_min_bytes=0)
     store.load(0)
     store.write(put("a", "1"))
-    failing = threading.Event()
-
-    def fail() -> None:
-        failing.wait(30)
-        raise OSError("disk gone")
-
-    store.copy.deferred.submit(0, fail)
+    failing = queue_failing_frame(store, "disk gone")
     start = store.snapshots.start
 
     def start_once_the_frame_failed(*args: object) -> None:
