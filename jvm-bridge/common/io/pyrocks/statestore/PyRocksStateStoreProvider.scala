@@ -229,18 +229,24 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
   private[statestore] def get(cf: String, key: Array[Byte], multipleValues: Boolean,
       prefix: Option[Array[Byte]]): Option[Array[Byte]] = locked {
     val known = if (multipleValues) None else cache.lookup(cf, key, prefix)
-    known.getOrElse {
-      val ahead = if (multipleValues || prefix.isDefined) 0 else cache.aheadBytes(cf, key)
-      if (ahead > 0) {
-        val body = keyBody(cf, key, 4).putInt(0, ahead).array()
-        cache.learnAhead(cf, key, request(Wire.ReadAhead, body), ahead)
-      } else {
-        val answer = request(Wire.Get, keyBody(cf, key, 0).array())
-        val value = if (answer(0) == 0) None
-          else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
-        if (!multipleValues) cache.remember(cf, key, value.orNull, prefix)
-        value
-      }
+    // Not `getOrElse`: its closure was a sixth of the bytes a get allocated (a JFR profile:
+    // docs/benchmarks.md, Dec 7, stop 97).
+    if (known.isDefined) known.get else ask(cf, key, multipleValues, prefix)
+  }
+
+  /** A get the cache cannot answer, asked of the worker (and remembered). */
+  private def ask(cf: String, key: Array[Byte], multipleValues: Boolean,
+      prefix: Option[Array[Byte]]): Option[Array[Byte]] = {
+    val ahead = if (multipleValues || prefix.isDefined) 0 else cache.aheadBytes(cf, key)
+    if (ahead > 0) {
+      val body = keyBody(cf, key, 4).putInt(0, ahead).array()
+      cache.learnAhead(cf, key, request(Wire.ReadAhead, body), ahead)
+    } else {
+      val answer = request(Wire.Get, keyBody(cf, key, 0).array())
+      val value = if (answer(0) == 0) None
+        else Some(java.util.Arrays.copyOfRange(answer, 1, answer.length))
+      if (!multipleValues) cache.remember(cf, key, value.orNull, prefix)
+      value
     }
   }
 
@@ -387,19 +393,21 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
 
   private[statestore] def nextIteratorId(): Int = synchronized { iteratorIds += 1; iteratorIds }
 
+  // Called for every write: no closure here (a third of the bytes a put allocated).
   private def write(op: Byte, cf: String, key: Array[Byte], value: Array[Byte]): Unit =
-    withConnection(_.write(op, cf, key, value))
+    liveConnection().write(op, cf, key, value)
 
   private[statestore] def request(kind: Byte, body: Array[Byte]): Array[Byte] =
-    locked(withConnection(_.request(kind, body)))
+    locked(liveConnection().request(kind, body))
 
   private[statestore] def tell(kind: Byte, body: Array[Byte]): Unit =
-    locked(withConnection(_.tell(kind, body)))
+    locked(liveConnection().tell(kind, body))
 
-  /** Runs `f` on a live connection, opening one (and the store in the worker) if needed.
-   * The writer's working copy lives in its connection's session: once that is gone, the
-   * writer cannot go on (a new session has nothing loaded), and says why. */
-  private def withConnection[T](f: Connection => T): T = synchronized {
+  /** A live connection, opening one (and the store in the worker) if needed; the caller
+   * holds the provider's lock while it uses it. The writer's working copy lives in its
+   * connection's session: once that is gone, the writer cannot go on (a new session has
+   * nothing loaded), and says why. */
+  private def liveConnection(): Connection = synchronized {
     if (connection == null || connection.isBroken) {
       writer.holder.foreach { store =>
         throw new WorkerFailedException(s"$store lost its working copy: ${writer.lostWorkingCopy}")
@@ -418,7 +426,7 @@ class PyRocksStateStoreProvider extends StateStoreProviderApi with FineGrainedRe
       conn.session = sessionOf(opened)
       connection = conn
     }
-    f(connection)
+    connection
   }
 
   private[statestore] def openSpec(localName: String): Array[Byte] = {
