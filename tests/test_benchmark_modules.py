@@ -63,6 +63,27 @@ def test_a_benchmark_child_answers_its_spec_on_its_last_line(
     assert capsys.readouterr().out == ""
 
 
+def test_a_childs_answer_is_read_though_a_leftover_holds_its_output(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose Python answered and exited, but whose JVM lingers holding the output pipes
+    (one hung in its shutdown), is answered once the leftover is killed: not at the deadline,
+    and not lost."""
+    from benchmarks import child
+
+    (tmp_path / "lingering_run.py").write_text(
+        "import json, subprocess, sys\n"
+        "leftover = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])\n"
+        "print('progress')\n"
+        "print(json.dumps({'rows': 7, 'leftover': leftover.pid}))\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(child, "LEFTOVER_GRACE_S", 1.0)
+    answer, why = child.run_module_child("lingering_run", {}, deadline_s=600.0)
+    assert why == "" and answer is not None and answer["rows"] == 7
+    # Its pipes closed: the leftover has exited (gone, or a zombie for init to reap).
+    stat = Path(f"/proc/{answer['leftover']}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
 def test_macro_compares_medians_over_rounds_and_each_round_with_itself() -> None:
     """A provider's figure is the median of its rounds' medians, a failed round left out;
     the ratios round by round pair each of ours with the other provider's of that round."""
