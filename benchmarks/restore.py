@@ -22,7 +22,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks import report
+from benchmarks.child import run_module_child
 from benchmarks.macro import (
     OURS,
     PROVIDERS,
@@ -106,7 +106,7 @@ def child(spec: dict[str, Any]) -> int:
     provider = next(p for p in PROVIDERS if p.name == spec["provider"])
     batches = run_query(provider, Path(spec["input"]), Path(spec["checkpoint"]),
                         Path(spec["local_dir"]), spec["timeout_s"])
-    print(json.dumps([asdict(b) for b in batches]))
+    print(json.dumps({"batches": [asdict(b) for b in batches]}))
     return 0
 
 
@@ -116,12 +116,10 @@ def in_fresh_process(provider: Provider, input_dir: Path, checkpoint: Path,
     with tempfile.TemporaryDirectory(prefix="pyrocks-restore-local-") as local:
         spec = {"provider": provider.name, "input": str(input_dir),
                 "checkpoint": str(checkpoint), "local_dir": local, "timeout_s": timeout_s}
-        done = subprocess.run([sys.executable, "-m", "benchmarks.restore", "--child",
-                               json.dumps(spec)], capture_output=True, text=True)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines or not lines[-1].startswith("["):
-        raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip()[-1500:]}")
-    return [BatchMetrics(**b) for b in json.loads(lines[-1])]
+        answer, why = run_module_child("benchmarks.restore", spec, timeout_s + 300)
+    if answer is None:
+        raise RuntimeError(why)
+    return [BatchMetrics(**b) for b in answer["batches"]]
 
 
 # -------------------------------------------------------------------------------- runs

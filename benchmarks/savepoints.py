@@ -46,7 +46,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,6 +57,7 @@ from typing import Any
 import fsspec
 
 from benchmarks import report
+from benchmarks.child import run_module_child
 from benchmarks.emulators import Azurite, FakeGcs
 from benchmarks.macro import batch_metrics, insert_then_update, start_aggregation, write_batches
 from benchmarks.s3server import MotoServer
@@ -153,12 +153,10 @@ def build(input_dir: Path, checkpoint: Path, root_url: str | None,
     with tempfile.TemporaryDirectory(prefix="pyrocks-savepoints-local-") as local:
         spec = {"input": str(input_dir), "checkpoint": str(checkpoint), "local_dir": local,
                 "root_url": root_url, "root_options": root_options, "timeout_s": timeout_s}
-        done = subprocess.run([sys.executable, "-m", "benchmarks.savepoints", "--child",
-                               json.dumps(spec)], capture_output=True, text=True)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines or not lines[-1].startswith("{"):
-        raise RuntimeError(f"build exit {done.returncode}: {done.stderr.strip()[-1500:]}")
-    return dict(json.loads(lines[-1]))
+        answer, why = run_module_child("benchmarks.savepoints", spec, timeout_s + 300)
+    if answer is None:
+        raise RuntimeError(f"build: {why}")
+    return answer
 
 
 # ---------------------------------------------------------------------------- helpers
